@@ -1,0 +1,362 @@
+"""One TCP connection to a broker: handshake, requests with timeouts, keep-alive, dispatch.
+
+How this works
+--------------
+``Connection.open`` connects, sends CONNECT and waits (bounded) for CONNECTED. It then starts
+one daemon reader thread that owns the socket's receive side. That thread decodes frames and
+
+- answers the broker's PING with PONG at once, whatever the callers are doing;
+- completes pending requests by request id (a response or a CommandError);
+- hands MESSAGE frames to the registered consumer and SEND_RECEIPT / SEND_ERROR frames to the
+  registered producer (handlers only queue work; decoding happens on the caller's thread);
+- sends its own PING when the socket has been silent for ``keepalive_interval`` and declares
+  the connection dead if nothing arrives for another interval.
+
+Every request has a timeout: a broker that never answers (pulsar-lite ignores commands it does
+not know) raises :class:`RequestTimeoutError`. When the connection fails, every pending request
+and every registered consumer and producer is told, so nothing waits on a dead socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.errors import (
+    AuthenticationError,
+    BrokerUnreachableError,
+    ConnectionClosedError,
+    PulsarConnectionError,
+    PulsarSparkError,
+    RequestTimeoutError,
+    server_error_for,
+)
+from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol.framing import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Frame,
+    FrameDecoder,
+    max_frame_size_for,
+)
+
+log = logging.getLogger(__name__)
+Type = pb.BaseCommand.Type
+
+_RECV_BUFFER = 1 << 20
+
+# Responses that complete a request, and the BaseCommand field that holds each.
+_RESPONSE_FIELDS: dict[int, str] = {
+    Type.SUCCESS: "success",
+    Type.ERROR: "error",
+    Type.PRODUCER_SUCCESS: "producer_success",
+    Type.PARTITIONED_METADATA_RESPONSE: "partitionMetadataResponse",
+    Type.LOOKUP_RESPONSE: "lookupTopicResponse",
+    Type.GET_LAST_MESSAGE_ID_RESPONSE: "getLastMessageIdResponse",
+    Type.GET_TOPICS_OF_NAMESPACE_RESPONSE: "getTopicsOfNamespaceResponse",
+    Type.ACK_RESPONSE: "ackResponse",
+}
+
+
+class ConsumerHandler(Protocol):
+    def on_message(self, message: pb.CommandMessage, payload: memoryview | None) -> None: ...
+    def on_closed(self, error: PulsarSparkError) -> None: ...
+
+
+class ProducerHandler(Protocol):
+    def on_receipt(self, receipt: pb.CommandSendReceipt) -> None: ...
+    def on_send_error(self, error: pb.CommandSendError) -> None: ...
+    def on_closed(self, error: PulsarSparkError) -> None: ...
+
+
+@dataclass(slots=True)
+class _Pending:
+    what: str
+    done: threading.Event = field(default_factory=threading.Event)
+    response: pb.BaseCommand | None = None
+    error: PulsarSparkError | None = None
+
+
+class Connection:
+    """A handshaken connection; create with :meth:`open`."""
+
+    def __init__(
+        self,
+        address: BrokerAddress,
+        sock: socket.socket,
+        connected: pb.CommandConnected,
+        *,
+        keepalive_interval: float,
+    ) -> None:
+        self.address = address
+        self.server_version = connected.server_version
+        self.protocol_version = connected.protocol_version
+        self.max_message_size = (
+            connected.max_message_size
+            if connected.HasField("max_message_size")
+            else DEFAULT_MAX_MESSAGE_SIZE
+        )
+        self._sock = sock
+        self._decoder = FrameDecoder(max_frame_size_for(self.max_message_size))
+        self._keepalive = keepalive_interval
+        self._send_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._consumers: dict[int, ConsumerHandler] = {}
+        self._producers: dict[int, ProducerHandler] = {}
+        self._failure: PulsarSparkError | None = None
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"pulsar-conn-{address}", daemon=True
+        )
+        self._reader.start()
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        address: BrokerAddress,
+        *,
+        timeout: float = 10.0,
+        keepalive_interval: float = 30.0,
+        proxy_to_broker_url: str | None = None,
+    ) -> Connection:
+        """Connect and complete the CONNECT/CONNECTED handshake within ``timeout`` seconds."""
+        try:
+            sock = socket.create_connection((address.host, address.port), timeout=timeout)
+        except OSError as exc:
+            raise BrokerUnreachableError(
+                f"cannot connect to Pulsar broker at {address} within {timeout:g}s: {exc}"
+            ) from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connected = _handshake(sock, address, timeout, proxy_to_broker_url)
+        except BaseException:
+            sock.close()
+            raise
+        sock.settimeout(keepalive_interval)
+        return cls(address, sock, connected, keepalive_interval=keepalive_interval)
+
+    # --- public API ------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._failure is not None
+
+    def new_id(self) -> int:
+        """A fresh id for a request, consumer or producer on this connection."""
+        return next(self._ids)
+
+    def send(self, frame: bytes) -> None:
+        """Write one frame; raise if the connection is closed."""
+        self._raise_if_failed()
+        try:
+            with self._send_lock:
+                self._sock.sendall(frame)
+        except OSError as exc:
+            error = ConnectionClosedError(f"lost connection to {self.address}: {exc}")
+            self._fail(error)
+            raise error from exc
+
+    def request(
+        self, build: Callable[[int], bytes], *, what: str, timeout: float
+    ) -> pb.BaseCommand:
+        """Send ``build(request_id)`` and wait for its response; CommandError raises."""
+        request_id = self.new_id()
+        pending = _Pending(what)
+        with self._state_lock:
+            self._raise_if_failed()
+            self._pending[request_id] = pending
+        try:
+            self.send(build(request_id))
+            if not pending.done.wait(timeout):
+                raise RequestTimeoutError(
+                    f"{what}: no response from broker {self.address} within {timeout:g}s"
+                )
+        finally:
+            with self._state_lock:
+                self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        assert pending.response is not None
+        return pending.response
+
+    def register_consumer(self, consumer_id: int, handler: ConsumerHandler) -> None:
+        with self._state_lock:
+            self._raise_if_failed()
+            self._consumers[consumer_id] = handler
+
+    def unregister_consumer(self, consumer_id: int) -> None:
+        with self._state_lock:
+            self._consumers.pop(consumer_id, None)
+
+    def register_producer(self, producer_id: int, handler: ProducerHandler) -> None:
+        with self._state_lock:
+            self._raise_if_failed()
+            self._producers[producer_id] = handler
+
+    def unregister_producer(self, producer_id: int) -> None:
+        with self._state_lock:
+            self._producers.pop(producer_id, None)
+
+    def close(self) -> None:
+        """Close the socket; pending work fails with ConnectionClosedError."""
+        self._fail(ConnectionClosedError(f"connection to {self.address} was closed"))
+
+    # --- the reader thread -----------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        buffer = bytearray(_RECV_BUFFER)
+        view = memoryview(buffer)
+        awaiting_pong = False
+        try:
+            while self._failure is None:
+                try:
+                    received = self._sock.recv_into(buffer)
+                except TimeoutError:
+                    if awaiting_pong:
+                        raise ConnectionClosedError(
+                            f"broker {self.address} did not answer keep-alive pings for "
+                            f"{2 * self._keepalive:g}s"
+                        ) from None
+                    awaiting_pong = True
+                    self.send(commands.ping())
+                    continue
+                if not received:
+                    self._decoder.eof()
+                    raise ConnectionClosedError(f"broker {self.address} closed the connection")
+                awaiting_pong = False
+                for frame in self._decoder.feed(view[:received]):
+                    self._dispatch(frame)
+        except PulsarSparkError as exc:
+            self._fail(exc)
+        except OSError as exc:
+            self._fail(ConnectionClosedError(f"lost connection to {self.address}: {exc}"))
+        except Exception as exc:  # a bug must not leave callers waiting forever
+            log.exception("unexpected failure reading from %s", self.address)
+            self._fail(ConnectionClosedError(f"reader for {self.address} failed: {exc!r}"))
+
+    def _dispatch(self, frame: Frame) -> None:
+        command = frame.command
+        kind = command.type
+        if kind == Type.MESSAGE:
+            consumer = self._consumers.get(command.message.consumer_id)
+            if consumer is not None:
+                consumer.on_message(command.message, frame.payload)
+        elif kind in _RESPONSE_FIELDS:
+            self._complete(command, getattr(command, _RESPONSE_FIELDS[kind]))
+        elif kind == Type.PING:
+            self.send(commands.pong())
+        elif kind == Type.SEND_RECEIPT:
+            producer = self._producers.get(command.send_receipt.producer_id)
+            if producer is not None:
+                producer.on_receipt(command.send_receipt)
+        elif kind == Type.SEND_ERROR:
+            producer = self._producers.get(command.send_error.producer_id)
+            if producer is not None:
+                producer.on_send_error(command.send_error)
+        else:
+            self._dispatch_notice(command)
+
+    def _dispatch_notice(self, command: pb.BaseCommand) -> None:
+        kind = command.type
+        if kind == Type.CLOSE_CONSUMER:
+            consumer = self._consumers.pop(command.close_consumer.consumer_id, None)
+            if consumer is not None:
+                consumer.on_closed(ConnectionClosedError("the broker closed the consumer"))
+        elif kind == Type.CLOSE_PRODUCER:
+            producer = self._producers.pop(command.close_producer.producer_id, None)
+            if producer is not None:
+                producer.on_closed(ConnectionClosedError("the broker closed the producer"))
+        elif kind == Type.REACHED_END_OF_TOPIC:
+            consumer = self._consumers.get(command.reachedEndOfTopic.consumer_id)
+            if consumer is not None:
+                consumer.on_closed(ConnectionClosedError("the topic was terminated"))
+        elif kind == Type.TOPIC_MIGRATED:
+            raise ConnectionClosedError("the broker migrated a topic away from this connection")
+
+    def _complete(self, command: pb.BaseCommand, body: object) -> None:
+        if command.type == Type.PRODUCER_SUCCESS and not command.producer_success.producer_ready:
+            return  # the broker sends another PRODUCER_SUCCESS once the producer is ready
+        request_id = body.request_id  # type: ignore[attr-defined]
+        with self._state_lock:
+            pending = self._pending.get(request_id)
+        if pending is None:
+            return
+        if command.type == Type.ERROR:
+            pending.error = server_error_for(
+                command.error.error, f"{pending.what}: {command.error.message}"
+            )
+        else:
+            pending.response = command
+        pending.done.set()
+
+    # --- failure ---------------------------------------------------------------------------
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise ConnectionClosedError(str(self._failure)) from self._failure
+
+    def _fail(self, error: PulsarSparkError) -> None:
+        with self._state_lock:
+            if self._failure is not None:
+                return
+            self._failure = error
+            pending, self._pending = list(self._pending.values()), {}
+            consumers, self._consumers = list(self._consumers.values()), {}
+            producers, self._producers = list(self._producers.values()), {}
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        for request in pending:
+            request.error = (
+                error
+                if isinstance(error, PulsarConnectionError)
+                else ConnectionClosedError(f"{request.what}: {error}")
+            )
+            request.done.set()
+        for handler in (*consumers, *producers):
+            handler.on_closed(error)
+
+
+def _handshake(
+    sock: socket.socket, address: BrokerAddress, timeout: float, proxy_to: str | None
+) -> pb.CommandConnected:
+    deadline = time.monotonic() + timeout
+    sock.sendall(commands.connect(proxy_to_broker_url=proxy_to))
+    decoder = FrameDecoder()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BrokerUnreachableError(
+                f"broker at {address} accepted TCP but did not complete the Pulsar handshake "
+                f"within {timeout:g}s"
+            )
+        sock.settimeout(remaining)
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError as exc:
+            raise BrokerUnreachableError(f"handshake with {address} failed: {exc}") from exc
+        if not data:
+            raise BrokerUnreachableError(f"broker at {address} closed the connection on CONNECT")
+        for frame in decoder.feed(data):
+            command = frame.command
+            if command.type == Type.CONNECTED:
+                return command.connected
+            if command.type == Type.ERROR:
+                raise server_error_for(command.error.error, f"CONNECT: {command.error.message}")
+            if command.type == Type.AUTH_CHALLENGE:
+                raise AuthenticationError(
+                    f"broker at {address} requires authentication, which pulsar-spark does "
+                    "not support yet"
+                )

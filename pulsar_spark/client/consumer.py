@@ -1,0 +1,146 @@
+"""A minimal non-durable consumer: subscribe, receive entries, flow permits, unsubscribe.
+
+The range reader and the driver's position queries (last message id, seek by time) both
+stand on this. Received entries are queued by the connection's reader thread and taken by the
+caller's thread, which does all decoding.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+
+from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.errors import PulsarSparkError, UnknownServerError
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import commands, pb
+
+log = logging.getLogger(__name__)
+SUBSCRIPTION_PREFIX = "pulsar-spark-reader-"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One MESSAGE frame as received: its command and raw payload section."""
+
+    message: pb.CommandMessage
+    payload: memoryview | None
+
+
+class Consumer:
+    """A non-durable Exclusive subscription on one topic or partition."""
+
+    def __init__(self, lookup: Lookup, topic: str, start: MessageId, *, timeout: float) -> None:
+        self.topic = topic
+        self.timeout = timeout
+        self.subscription = SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:10]
+        self._queue: collections.deque[Delivery] = collections.deque()
+        self._ready = threading.Condition()
+        self._error: PulsarSparkError | None = None
+        self.connection: Connection = lookup.connect_to_owner(topic)
+        self.consumer_id = self.connection.new_id()
+        self.connection.register_consumer(self.consumer_id, self)
+        try:
+            self.connection.request(
+                lambda rid: commands.subscribe_reader(
+                    topic=topic,
+                    subscription=self.subscription,
+                    consumer_id=self.consumer_id,
+                    request_id=rid,
+                    start=start,
+                ),
+                what=f"subscribe to {topic}",
+                timeout=timeout,
+            )
+        except BaseException:
+            self.connection.unregister_consumer(self.consumer_id)
+            raise
+
+    # --- ConsumerHandler, called on the connection's thread ---------------------------------
+
+    def on_message(self, message: pb.CommandMessage, payload: memoryview | None) -> None:
+        with self._ready:
+            self._queue.append(Delivery(message, payload))
+            self._ready.notify()
+
+    def on_closed(self, error: PulsarSparkError) -> None:
+        with self._ready:
+            self._error = error
+            self._ready.notify()
+
+    # --- caller side -----------------------------------------------------------------------
+
+    def flow(self, permits: int) -> None:
+        self.connection.send(commands.flow(consumer_id=self.consumer_id, permits=permits))
+
+    def receive(self, timeout: float) -> Delivery | None:
+        """The next delivery, or None after ``timeout`` seconds without one."""
+        with self._ready:
+            if not self._queue and self._error is None:
+                self._ready.wait(timeout)
+            if self._queue:
+                return self._queue.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
+
+    def ack_cumulative(self, message_id: MessageId) -> None:
+        self.connection.send(
+            commands.ack_cumulative(consumer_id=self.consumer_id, message_id=message_id)
+        )
+
+    def last_message_id(self) -> MessageId | None:
+        """The id of the topic's last message, or None if it holds none."""
+        try:
+            response = self.connection.request(
+                lambda rid: commands.get_last_message_id(
+                    consumer_id=self.consumer_id, request_id=rid
+                ),
+                what=f"last message id of {self.topic}",
+                timeout=self.timeout,
+            ).getLastMessageIdResponse
+        except UnknownServerError as exc:
+            # pulsar-lite answers an empty topic with an error instead of entry id -1.
+            if "no messages" in str(exc).lower():
+                return None
+            raise
+        data = response.last_message_id
+        last = MessageId.from_wire(data.ledgerId, data.entryId, data.batch_index, data.partition)
+        return None if last.entry_id < 0 else last
+
+    def seek_publish_time(self, publish_time: int) -> None:
+        """Move the cursor to the first entry published at or after ``publish_time`` (ms)."""
+        self.connection.request(
+            lambda rid: commands.seek(
+                consumer_id=self.consumer_id, request_id=rid, publish_time=publish_time
+            ),
+            what=f"seek {self.topic} to publish time {publish_time}",
+            timeout=self.timeout,
+        )
+        with self._ready:
+            self._queue.clear()
+
+    def close(self) -> None:
+        """Remove the subscription (pulsar-lite keeps non-durable ones otherwise)."""
+        try:
+            if not self.connection.closed:
+                self.connection.request(
+                    lambda rid: commands.unsubscribe(consumer_id=self.consumer_id, request_id=rid),
+                    what=f"unsubscribe {self.subscription} from {self.topic}",
+                    timeout=self.timeout,
+                )
+        except PulsarSparkError as exc:
+            # Everything was read already; a leftover non-durable subscription is harmless.
+            log.warning("could not remove subscription %s: %s", self.subscription, exc)
+        finally:
+            self.connection.unregister_consumer(self.consumer_id)
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

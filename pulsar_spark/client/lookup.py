@@ -1,0 +1,122 @@
+"""Finding topics: partition counts, the broker that owns a topic, topics of a namespace.
+
+Lookup follows Pulsar's rules: a Redirect answer is asked again at the returned broker,
+carrying its ``authoritative`` flag, up to a bounded number of hops; a Connect answer names the
+owner. With ``proxy_through_service_url`` the client keeps talking to the service URL (a proxy)
+and names the owner in CONNECT's ``proxy_to_broker_url``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pulsar_spark.client.address import BrokerAddress, parse_service_url
+from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.pool import ConnectionPool
+from pulsar_spark.errors import (
+    PulsarConnectionError,
+    RequestTimeoutError,
+    TopicLookupError,
+    server_error_for,
+)
+from pulsar_spark.protocol import commands, pb
+
+MAX_REDIRECTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOwner:
+    """Where to open consumers and producers for a topic."""
+
+    address: BrokerAddress
+    proxy_to_broker_url: str | None = None
+
+
+class Lookup:
+    """Discovery requests against a service URL, over a connection pool."""
+
+    def __init__(self, service_url: str, pool: ConnectionPool, *, timeout: float = 30.0) -> None:
+        self.service_url = service_url
+        self._addresses = parse_service_url(service_url)
+        self.pool = pool
+        self.timeout = timeout
+
+    def service_connection(self) -> Connection:
+        """A connection to the first reachable host of the service URL."""
+        last: PulsarConnectionError | None = None
+        for address in self._addresses:
+            try:
+                return self.pool.get(address)
+            except PulsarConnectionError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    def partitions(self, topic: str) -> int:
+        """Number of partitions of ``topic`` (0: not partitioned)."""
+        response = (
+            self.service_connection()
+            .request(
+                lambda rid: commands.partitioned_metadata(topic=topic, request_id=rid),
+                what=f"partitioned metadata of {topic}",
+                timeout=self.timeout,
+            )
+            .partitionMetadataResponse
+        )
+        if response.HasField("error") or response.response == response.Failed:
+            raise server_error_for(
+                response.error, f"partitioned metadata of {topic}: {response.message}"
+            )
+        return response.partitions
+
+    def owner(self, topic: str) -> TopicOwner:
+        """The broker serving ``topic``, following redirects."""
+        connection = self.service_connection()
+        authoritative = False
+        for _ in range(MAX_REDIRECTS):
+            response = connection.request(
+                lambda rid, a=authoritative: commands.lookup(
+                    topic=topic, request_id=rid, authoritative=a
+                ),
+                what=f"lookup of {topic}",
+                timeout=self.timeout,
+            ).lookupTopicResponse
+            if response.response == pb.CommandLookupTopicResponse.Failed or response.HasField(
+                "error"
+            ):
+                raise server_error_for(response.error, f"lookup of {topic}: {response.message}")
+            target = _broker_address(topic, response.brokerServiceUrl)
+            if response.response == pb.CommandLookupTopicResponse.Connect:
+                if response.proxy_through_service_url:
+                    return TopicOwner(connection.address, str(target))
+                return TopicOwner(target)
+            authoritative = response.authoritative
+            connection = self.pool.get(target)
+        raise TopicLookupError(f"lookup of {topic} redirected more than {MAX_REDIRECTS} times")
+
+    def connect_to_owner(self, topic: str) -> Connection:
+        owner = self.owner(topic)
+        return self.pool.get(owner.address, proxy_to_broker_url=owner.proxy_to_broker_url)
+
+    def topics_of_namespace(self, namespace: str) -> list[str]:
+        """Every persistent and non-persistent topic (partitions included) of ``namespace``."""
+        try:
+            response = self.service_connection().request(
+                lambda rid: commands.topics_of_namespace(namespace=namespace, request_id=rid),
+                what=f"list topics of namespace {namespace}",
+                timeout=self.timeout,
+            )
+        except RequestTimeoutError as exc:
+            raise TopicLookupError(
+                f"the broker did not answer GetTopicsOfNamespace for {namespace!r} within "
+                f"{self.timeout:g}s; it may not support listing topics (pulsar-lite does not), "
+                "so topicsPattern cannot be resolved: name topics with 'topic' or 'topics'"
+            ) from exc
+        return list(response.getTopicsOfNamespaceResponse.topics)
+
+
+def _broker_address(topic: str, url: str) -> BrokerAddress:
+    try:
+        return parse_service_url(url)[0]
+    except Exception as exc:
+        raise TopicLookupError(f"lookup of {topic} returned an invalid broker URL {url!r}") from exc

@@ -1,0 +1,214 @@
+"""The bounded range reader: every message of one partition between two positions, once.
+
+How this works
+--------------
+The reader subscribes a non-durable Exclusive consumer with ``start_message_id`` = the start
+position. Brokers begin delivery at the start *entry* itself (Apache Pulsar places the cursor
+just before it; pulsar-lite delivers it inclusively), so the reader filters on the client:
+entries before the start are dropped, and inside the start entry's batch so are indexes before
+(inclusive start) or up to (exclusive start) the start's batch index.
+
+Flow control counts *messages*, not entries: the reader grants ``queue_size`` permits up front
+and, each time it has consumed half of them, grants that many again and acknowledges
+cumulatively what it has read (some brokers stall or re-send while large windows sit
+unacknowledged). The broker sends whole entries, so permits may run negative; that is fine.
+
+Brokers may deliver an entry twice (pulsar-lite re-dispatches unacknowledged entries when new
+permits arrive). Within a partition ids only grow, so any entry at or below the last one
+handled is a duplicate and dropped; its permits still count as consumed.
+
+If nothing arrives for ``nudge_interval`` while the end is not reached, the reader sends one
+extra permit, which restarts a stalled dispatch. If nothing arrives for ``poll_timeout``, it
+raises: a range that cannot be completed is an error, never a silently short result.
+
+Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
+entry). A chunked message is delivered once its last chunk arrives, with that chunk's id.
+Markers (replication, transactions) and messages whose ``ack_set`` bit is cleared (already
+acknowledged within a batch) are skipped. The subscription is removed when the reader is done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from pulsar_spark.client.consumer import Consumer, Delivery
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.errors import RequestTimeoutError
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import compression
+from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
+from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
+from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRange:
+    """What to read from one partition: (start, end], [start, end], as the flags say."""
+
+    topic: str
+    start: MessageId
+    end: MessageId
+    start_inclusive: bool = True
+    end_inclusive: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderSettings:
+    queue_size: int = 50_000
+    poll_timeout: float = 120.0
+    nudge_interval: float = 0.5
+    request_timeout: float = 30.0
+
+
+class RangeReader:
+    """Iterate over :class:`MessageColumns` (one per entry) of a :class:`ReadRange`."""
+
+    def __init__(
+        self, lookup: Lookup, read_range: ReadRange, settings: ReaderSettings | None = None
+    ) -> None:
+        self.lookup = lookup
+        self.range = read_range
+        self.settings = settings or ReaderSettings()
+        self.duplicates_dropped = 0
+        self.nudges = 0
+
+    def __iter__(self) -> Iterator[MessageColumns]:
+        if _is_empty(self.range):
+            return
+        with Consumer(
+            self.lookup, self.range.topic, self.range.start, timeout=self.settings.request_timeout
+        ) as consumer:
+            yield from self._read(consumer)
+
+    def _read(self, consumer: Consumer) -> Iterator[MessageColumns]:
+        settings = self.settings
+        window = settings.queue_size
+        consumer.flow(window)
+        consumed = 0
+        last: tuple[int, int] | None = None
+        assembler = ChunkAssembler()
+        idle_since = time.monotonic()
+        while True:
+            delivery = consumer.receive(settings.nudge_interval)
+            if delivery is None:
+                idle_since = self._on_idle(consumer, idle_since, last)
+                continue
+            idle_since = time.monotonic()
+            message_id = delivery.message.message_id
+            entry = (message_id.ledgerId, message_id.entryId)
+            section = parse_payload_section(delivery.payload or b"")
+            metadata = section.metadata
+            consumed += metadata.num_messages_in_batch if is_batch(metadata) else 1
+            if consumed * 2 >= window:
+                consumer.flow(consumed)
+                consumer.ack_cumulative(MessageId(*entry, partition=message_id.partition))
+                consumed = 0
+            if last is not None and entry <= last:
+                self.duplicates_dropped += 1
+                continue
+            last = entry
+            columns = self._decode(delivery, section, assembler)
+            if columns is not None:
+                columns = _clip(columns, self.range)
+                if columns is not None and columns.count:
+                    yield columns
+            if _past_end(entry, self.range):
+                return
+
+    def _on_idle(
+        self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None
+    ) -> float:
+        idle = time.monotonic() - idle_since
+        if idle >= self.settings.poll_timeout:
+            raise RequestTimeoutError(
+                f"reading {self.range.topic}: no message for {idle:.0f}s before reaching the end "
+                f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
+            )
+        consumer.flow(1)
+        self.nudges += 1
+        return idle_since
+
+    def _decode(
+        self, delivery: Delivery, section: PayloadSection, assembler: ChunkAssembler
+    ) -> MessageColumns | None:
+        metadata = section.metadata
+        if metadata.HasField("marker_type"):
+            return None
+        payload = section.payload
+        if is_chunk(metadata):
+            assembled = assembler.add(metadata, payload)
+            if assembled is None:
+                return None
+            payload = assembled.payload
+        message_id = delivery.message.message_id
+        info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
+        raw = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
+        columns = decode_entry(info, metadata, raw)
+        ack_set = delivery.message.ack_set
+        return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
+
+
+# Positions as comparable keys (ledger, entry, batch index). A batch index of -1 on a bound
+# means "the whole entry", so it widens to the entry's edge on that side.
+_WHOLE_ENTRY = 1 << 31
+Key = tuple[int, int, int]
+
+
+def _first_key(read_range: ReadRange) -> Key:
+    start = read_range.start
+    if read_range.start_inclusive:
+        return (start.ledger_id, start.entry_id, -1 if start.batch_index < 0 else start.batch_index)
+    after = _WHOLE_ENTRY if start.batch_index < 0 else start.batch_index + 1
+    return (start.ledger_id, start.entry_id, after)
+
+
+def _last_key(read_range: ReadRange) -> Key:
+    end = read_range.end
+    if read_range.end_inclusive:
+        return (
+            end.ledger_id,
+            end.entry_id,
+            _WHOLE_ENTRY if end.batch_index < 0 else end.batch_index,
+        )
+    before = -2 if end.batch_index < 0 else end.batch_index - 1
+    return (end.ledger_id, end.entry_id, before)
+
+
+def _is_empty(read_range: ReadRange) -> bool:
+    if read_range.start.is_earliest:
+        return False
+    return _first_key(read_range) > _last_key(read_range)
+
+
+def _past_end(entry: tuple[int, int], read_range: ReadRange) -> bool:
+    return entry >= read_range.end.entry
+
+
+def _clip(columns: MessageColumns, read_range: ReadRange) -> MessageColumns | None:
+    """Keep only the rows inside the range (only the first and last entries need it)."""
+    first, last = _first_key(read_range), _last_key(read_range)
+    if read_range.start.is_earliest:
+        first = (-1, -1, -1)
+    entry = (columns.entry.ledger_id, columns.entry.entry_id)
+    if entry < first[:2] or entry > last[:2]:
+        return None
+    index = columns.batch_index
+    lo = int(np.searchsorted(index, first[2], side="left")) if entry == first[:2] else 0
+    hi = int(np.searchsorted(index, last[2], side="right")) if entry == last[:2] else columns.count
+    return columns.slice(lo, hi) if lo < hi else None
+
+
+def _apply_ack_set(columns: MessageColumns, ack_set: list[int]) -> MessageColumns:
+    """Drop batch indexes whose bit is cleared (java.util.BitSet words: bit i in word i/64)."""
+    words = np.array(ack_set, dtype=np.int64).view(np.uint64)
+    index = columns.batch_index.astype(np.int64)
+    word = index // 64
+    present = word < len(words)
+    bits = np.zeros(len(index), dtype=np.bool_)
+    bits[present] = (words[word[present]] >> (index[present] % 64).astype(np.uint64)) & 1 == 1
+    return columns if bits.all() else columns.take(np.flatnonzero(bits))

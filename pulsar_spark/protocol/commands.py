@@ -1,0 +1,189 @@
+"""One pure builder per command the client sends; each returns the framed bytes.
+
+Builders take keyword arguments named after the wire fields and never do I/O. Request ids,
+consumer ids and producer ids are allocated by the caller (the connection).
+"""
+
+from __future__ import annotations
+
+from pulsar_spark._version import __version__
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.framing import encode_command, encode_payload_frame
+from pulsar_spark.protocol.payload import encode_payload_section
+
+Type = pb.BaseCommand.Type
+
+# Protocol version we announce. v12 is the floor for what we need (GetLastMessageId, multi-id
+# acks); v17 adds ack receipts; we stop at v19 because v20+ lets brokers migrate topics with
+# TOPIC_MIGRATED, and v21 changes what AUTO_CONSUME schemas mean — neither of which we handle.
+PROTOCOL_VERSION = 19
+CLIENT_VERSION = f"pulsar-spark-{__version__}"
+
+
+def _frame(kind: int, **fields: object) -> bytes:
+    command = pb.BaseCommand(type=kind, **fields)  # type: ignore[arg-type]
+    return encode_command(command)
+
+
+def message_id_data(message_id: MessageId) -> pb.MessageIdData:
+    ledger, entry = message_id.wire_ids()
+    data = pb.MessageIdData(ledgerId=ledger, entryId=entry)
+    if message_id.partition >= 0:
+        data.partition = message_id.partition
+    if message_id.batch_index >= 0:
+        data.batch_index = message_id.batch_index
+    return data
+
+
+def connect(*, proxy_to_broker_url: str | None = None) -> bytes:
+    command = pb.CommandConnect(
+        client_version=CLIENT_VERSION,
+        protocol_version=PROTOCOL_VERSION,
+        feature_flags=pb.FeatureFlags(supports_broker_entry_metadata=True),
+    )
+    if proxy_to_broker_url:
+        command.proxy_to_broker_url = proxy_to_broker_url
+    return _frame(Type.CONNECT, connect=command)
+
+
+def ping() -> bytes:
+    return _frame(Type.PING, ping=pb.CommandPing())
+
+
+def pong() -> bytes:
+    return _frame(Type.PONG, pong=pb.CommandPong())
+
+
+def partitioned_metadata(*, topic: str, request_id: int) -> bytes:
+    return _frame(
+        Type.PARTITIONED_METADATA,
+        partitionMetadata=pb.CommandPartitionedTopicMetadata(topic=topic, request_id=request_id),
+    )
+
+
+def lookup(*, topic: str, request_id: int, authoritative: bool) -> bytes:
+    return _frame(
+        Type.LOOKUP,
+        lookupTopic=pb.CommandLookupTopic(
+            topic=topic, request_id=request_id, authoritative=authoritative
+        ),
+    )
+
+
+def topics_of_namespace(*, namespace: str, request_id: int) -> bytes:
+    return _frame(
+        Type.GET_TOPICS_OF_NAMESPACE,
+        getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
+            namespace=namespace, request_id=request_id, mode=pb.CommandGetTopicsOfNamespace.ALL
+        ),
+    )
+
+
+def subscribe_reader(
+    *,
+    topic: str,
+    subscription: str,
+    consumer_id: int,
+    request_id: int,
+    start: MessageId,
+) -> bytes:
+    """A non-durable Exclusive subscription positioned at ``start`` (the Reader pattern)."""
+    return _frame(
+        Type.SUBSCRIBE,
+        subscribe=pb.CommandSubscribe(
+            topic=topic,
+            subscription=subscription,
+            subType=pb.CommandSubscribe.Exclusive,
+            consumer_id=consumer_id,
+            request_id=request_id,
+            consumer_name=subscription,
+            durable=False,
+            start_message_id=message_id_data(start),
+            initialPosition=pb.CommandSubscribe.Earliest,
+            force_topic_creation=False,
+        ),
+    )
+
+
+def flow(*, consumer_id: int, permits: int) -> bytes:
+    return _frame(Type.FLOW, flow=pb.CommandFlow(consumer_id=consumer_id, messagePermits=permits))
+
+
+def ack_cumulative(*, consumer_id: int, message_id: MessageId) -> bytes:
+    return _frame(
+        Type.ACK,
+        ack=pb.CommandAck(
+            consumer_id=consumer_id,
+            ack_type=pb.CommandAck.Cumulative,
+            message_id=[message_id_data(message_id)],
+        ),
+    )
+
+
+def seek(*, consumer_id: int, request_id: int, publish_time: int) -> bytes:
+    return _frame(
+        Type.SEEK,
+        seek=pb.CommandSeek(
+            consumer_id=consumer_id, request_id=request_id, message_publish_time=publish_time
+        ),
+    )
+
+
+def get_last_message_id(*, consumer_id: int, request_id: int) -> bytes:
+    return _frame(
+        Type.GET_LAST_MESSAGE_ID,
+        getLastMessageId=pb.CommandGetLastMessageId(consumer_id=consumer_id, request_id=request_id),
+    )
+
+
+def unsubscribe(*, consumer_id: int, request_id: int) -> bytes:
+    return _frame(
+        Type.UNSUBSCRIBE,
+        unsubscribe=pb.CommandUnsubscribe(consumer_id=consumer_id, request_id=request_id),
+    )
+
+
+def close_consumer(*, consumer_id: int, request_id: int) -> bytes:
+    return _frame(
+        Type.CLOSE_CONSUMER,
+        close_consumer=pb.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id),
+    )
+
+
+def producer(*, topic: str, producer_id: int, request_id: int, producer_name: str | None) -> bytes:
+    command = pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
+    if producer_name:
+        command.producer_name = producer_name
+    else:
+        command.user_provided_producer_name = False
+    return _frame(Type.PRODUCER, producer=command)
+
+
+def close_producer(*, producer_id: int, request_id: int) -> bytes:
+    return _frame(
+        Type.CLOSE_PRODUCER,
+        close_producer=pb.CommandCloseProducer(producer_id=producer_id, request_id=request_id),
+    )
+
+
+def send(
+    *,
+    producer_id: int,
+    sequence_id: int,
+    num_messages: int,
+    highest_sequence_id: int,
+    is_chunk: bool,
+    metadata: pb.MessageMetadata,
+    payload: bytes,
+) -> bytes:
+    """A SEND frame: the command plus a checksummed payload section."""
+    command = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if num_messages > 1:
+        command.num_messages = num_messages
+    if highest_sequence_id > sequence_id:
+        command.highest_sequence_id = highest_sequence_id
+    if is_chunk:
+        command.is_chunk = True
+    base = pb.BaseCommand(type=Type.SEND, send=command)
+    return encode_payload_frame(base, encode_payload_section(metadata, payload))

@@ -1,0 +1,104 @@
+"""The payload section of SEND and MESSAGE frames: checksum, metadata and payload bytes.
+
+After the command of a SEND or MESSAGE frame comes::
+
+    [0x0e02][u32 size][BrokerEntryMetadata]     optional, MESSAGE only
+    [0x0e01][u32 CRC32C]                        optional on MESSAGE, always sent by us
+    [u32 metadata_size][MessageMetadata][payload]
+
+The CRC32C (Castagnoli) covers exactly ``metadata_size``, the metadata and the payload: from the
+byte after the checksum to the end of the frame. The broker-entry block is not covered.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TypeVar
+
+import crc32c
+from google.protobuf.message import DecodeError
+
+from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, TruncatedFrameError
+from pulsar_spark.protocol import pb
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_MAGIC_CRC = _U16.pack(MAGIC_CRC32C)
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadSection:
+    """A parsed payload section. ``payload`` is still compressed as ``metadata.compression``."""
+
+    metadata: pb.MessageMetadata
+    payload: bytes
+    broker_entry_metadata: pb.BrokerEntryMetadata | None = None
+
+
+def parse_payload_section(section: memoryview | bytes) -> PayloadSection:
+    """Parse and verify a payload section; raise on a bad checksum or short data."""
+    view = memoryview(section)
+    pos = 0
+    broker_entry = None
+    if _magic_at(view, pos) == MAGIC_BROKER_ENTRY_METADATA:
+        size = _u32_at(view, pos + 2, "broker entry metadata size")
+        body = _slice(view, pos + 6, size, "broker entry metadata")
+        broker_entry = _parse(pb.BrokerEntryMetadata, body, "broker entry metadata")
+        pos += 6 + size
+    if _magic_at(view, pos) == MAGIC_CRC32C:
+        expected = _u32_at(view, pos + 2, "checksum")
+        pos += 6
+        actual = crc32c.crc32c(view[pos:])
+        if actual != expected:
+            raise ChecksumMismatchError(
+                f"payload checksum mismatch: frame says {expected:#010x}, "
+                f"data hashes to {actual:#010x}"
+            )
+    meta_size = _u32_at(view, pos, "metadata size")
+    metadata = _parse(pb.MessageMetadata, _slice(view, pos + 4, meta_size, "metadata"), "metadata")
+    payload = bytes(view[pos + 4 + meta_size :])
+    return PayloadSection(metadata, payload, broker_entry)
+
+
+def encode_payload_section(metadata: pb.MessageMetadata, payload: bytes) -> bytes:
+    """Build ``[0x0e01][crc32c][metadata_size][metadata][payload]`` for a SEND frame."""
+    meta = metadata.SerializeToString()
+    covered = _U32.pack(len(meta)) + meta + payload
+    return _MAGIC_CRC + _U32.pack(crc32c.crc32c(covered)) + covered
+
+
+def _magic_at(view: memoryview, pos: int) -> int:
+    if len(view) < pos + 2:
+        return -1
+    return int(_U16.unpack_from(view, pos)[0])
+
+
+def _u32_at(view: memoryview, pos: int, what: str) -> int:
+    if len(view) < pos + 4:
+        raise TruncatedFrameError(f"payload section ends before the {what}")
+    return int(_U32.unpack_from(view, pos)[0])
+
+
+def _slice(view: memoryview, pos: int, size: int, what: str) -> memoryview:
+    if len(view) < pos + size:
+        raise TruncatedFrameError(
+            f"payload section ends inside the {what} ({size} bytes announced, "
+            f"{max(len(view) - pos, 0)} present)"
+        )
+    return view[pos : pos + size]
+
+
+_M = TypeVar("_M", pb.MessageMetadata, pb.BrokerEntryMetadata)
+
+
+def _parse(cls: type[_M], data: memoryview, what: str) -> _M:
+    message = cls()
+    try:
+        message.ParseFromString(bytes(data))
+    except DecodeError as exc:
+        raise CorruptPayloadError(f"{what} does not parse") from exc
+    return message
