@@ -1,0 +1,1 @@
+"""Arrow conversion: decoded message columns to record batches, and record batches to messages."""

@@ -1,0 +1,39 @@
+"""The ``pulsar`` Python data source: Spark's entry point into the connector.
+
+``DataSource.__init__`` and ``schema()`` run in short-lived planner processes, so they only
+parse options — no connection is made until Spark plans a read or a write. Options are
+validated in ``schema()``, which Spark calls when the DataFrame is defined, so a wrong option
+fails at ``load()`` rather than when the job runs.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from pulsar_spark.arrow.schema import SCHEMA_DDL
+from pulsar_spark.spark.options import ReadOptions
+
+NAME = "pulsar"
+
+
+class PulsarDataSource(DataSource):  # type: ignore[misc]
+    """Read and write Apache Pulsar topics; see the README for options and columns."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        ReadOptions.parse(self.options, streaming=False)  # fail fast on bad read options
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from pulsar_spark.spark.batch_reader import PulsarBatchReader
+
+        return PulsarBatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from pulsar_spark.spark.stream_reader import PulsarStreamReader
+
+        return PulsarStreamReader(ReadOptions.parse(self.options, streaming=True))

@@ -1,0 +1,265 @@
+"""Option names, defaults and validation: parsed once into frozen objects.
+
+Spark hands a data source its options as strings in a case-insensitive map. Everything is
+checked here, when the DataFrame is defined, and every error names the option and what it
+accepts. Unknown options are refused (a misspelt option silently ignored is a wrong result),
+except the few that Spark itself adds.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.positions import (
+    AtTime,
+    Earliest,
+    Latest,
+    PositionSpec,
+    Specific,
+    parse_offsets,
+    parse_time,
+)
+from pulsar_spark.topic import TopicName, full_topic_name
+
+SERVICE_URL = "service.url"
+TOPIC = "topic"
+TOPICS = "topics"
+TOPICS_PATTERN = "topicsPattern"
+STARTING_OFFSETS = "startingOffsets"
+ENDING_OFFSETS = "endingOffsets"
+STARTING_TIME = "startingTime"
+ENDING_TIME = "endingTime"
+POLL_TIMEOUT_MS = "pollTimeoutMs"
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
+MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+OPERATION_TIMEOUT_MS = "pulsar.client.operationTimeoutMs"
+CONNECTION_TIMEOUT_MS = "pulsar.client.connectionTimeoutMs"
+
+READ_OPTIONS = (
+    SERVICE_URL,
+    TOPIC,
+    TOPICS,
+    TOPICS_PATTERN,
+    STARTING_OFFSETS,
+    ENDING_OFFSETS,
+    STARTING_TIME,
+    ENDING_TIME,
+    POLL_TIMEOUT_MS,
+    FAIL_ON_DATA_LOSS,
+    MAX_MESSAGES_PER_TRIGGER,
+    OPERATION_TIMEOUT_MS,
+    CONNECTION_TIMEOUT_MS,
+)
+# Keys Spark itself may put into a source's or sink's options.
+SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSelection:
+    """Exactly one of: topics by name, or a regex over one namespace."""
+
+    names: tuple[str, ...] = ()
+    pattern: str | None = None
+    pattern_namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    service_url: str
+    operation_timeout: float
+    connection_timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    client: ClientSettings
+    topics: TopicSelection
+    starting: PositionSpec
+    ending: PositionSpec
+    poll_timeout: float
+    fail_on_data_loss: bool
+    max_messages_per_trigger: int | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+        opts = _Options(options)
+        opts.refuse_unknown(READ_OPTIONS, "reading")
+        starting = _starting(opts, streaming)
+        ending = _ending(opts, streaming)
+        return cls(
+            client=client_settings(opts),
+            topics=_topics(opts),
+            starting=starting,
+            ending=ending,
+            poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
+            fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
+            max_messages_per_trigger=_max_per_trigger(opts, streaming),
+        )
+
+
+class _Options:
+    """Case-insensitive access with typed, option-naming errors."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._values = {k.lower(): v for k, v in options.items()}
+
+    def get(self, name: str) -> str | None:
+        value = self._values.get(name.lower())
+        return None if value is None else str(value)
+
+    def has(self, name: str) -> bool:
+        return name.lower() in self._values
+
+    def refuse_unknown(self, known: tuple[str, ...], purpose: str) -> None:
+        lower = {k.lower(): k for k in known}
+        for key in self._values:
+            if key in lower or key in SPARK_OPTIONS:
+                continue
+            close = difflib.get_close_matches(key, list(lower), n=1)
+            hint = f" Did you mean {lower[close[0]]!r}?" if close else ""
+            raise ConfigurationError(
+                f"unknown option {key!r} for {purpose} Pulsar.{hint} "
+                f"Known options: {', '.join(known)}"
+            )
+
+    def required(self, name: str, what: str) -> str:
+        value = self.get(name)
+        if value is None or not value.strip():
+            raise ConfigurationError(f"option {name!r} is required: {what}")
+        return value.strip()
+
+    def positive_int(self, name: str, default: int) -> int:
+        text = self.get(name)
+        if text is None:
+            return default
+        try:
+            value = int(text.strip())
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"option {name!r} must be a positive integer, got {text!r}"
+            ) from exc
+        if value <= 0:
+            raise ConfigurationError(f"option {name!r} must be a positive integer, got {value}")
+        return value
+
+    def boolean(self, name: str, *, default: bool) -> bool:
+        text = self.get(name)
+        if text is None:
+            return default
+        lowered = text.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ConfigurationError(f"option {name!r} must be 'true' or 'false', got {text!r}")
+        return lowered == "true"
+
+
+def client_settings(opts: _Options) -> ClientSettings:
+    from pulsar_spark.client.address import parse_service_url
+
+    url = opts.required(SERVICE_URL, "the Pulsar broker URL, e.g. pulsar://localhost:6650")
+    parse_service_url(url)
+    return ClientSettings(
+        service_url=url,
+        operation_timeout=opts.positive_int(OPERATION_TIMEOUT_MS, 30_000) / 1000,
+        connection_timeout=opts.positive_int(CONNECTION_TIMEOUT_MS, 10_000) / 1000,
+    )
+
+
+def _topics(opts: _Options) -> TopicSelection:
+    given = [name for name in (TOPIC, TOPICS, TOPICS_PATTERN) if opts.get(name) is not None]
+    if len(given) != 1:
+        problem = "none was given" if not given else f"got {', '.join(given)}"
+        raise ConfigurationError(
+            f"exactly one of the options 'topic', 'topics' or 'topicsPattern' is required; "
+            f"{problem}"
+        )
+    value = opts.required(given[0], "a topic name")
+    if given[0] == TOPIC:
+        if "," in value:
+            raise ConfigurationError(
+                "option 'topic' takes one topic; use 'topics' for a comma-separated list"
+            )
+        return TopicSelection(names=(full_topic_name(value),))
+    if given[0] == TOPICS:
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise ConfigurationError("option 'topics' must list at least one topic")
+        return TopicSelection(names=tuple(dict.fromkeys(full_topic_name(n) for n in names)))
+    return _pattern(value)
+
+
+def _pattern(value: str) -> TopicSelection:
+    import re
+
+    namespace_part, _, _ = value.rpartition("/")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigurationError(
+            f"option 'topicsPattern': {value!r} is not a regex: {exc}"
+        ) from exc
+    if not namespace_part:
+        value = f"persistent://public/default/{value}"
+    name = TopicName.parse(value.rpartition("/")[0] + "/x")
+    return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
+
+
+def _starting(opts: _Options, streaming: bool) -> PositionSpec:
+    offsets, time = opts.get(STARTING_OFFSETS), opts.get(STARTING_TIME)
+    if offsets is not None and time is not None:
+        raise ConfigurationError(
+            f"options {STARTING_OFFSETS!r} and {STARTING_TIME!r} cannot be used together"
+        )
+    if time is not None:
+        return parse_time(STARTING_TIME, time)
+    default = "latest" if streaming else "earliest"
+    spec = parse_offsets(STARTING_OFFSETS, offsets or default, default=default)
+    if not streaming and _mentions(spec, Latest, "latest"):
+        raise ConfigurationError(
+            f"option {STARTING_OFFSETS!r}: 'latest' is not allowed for batch reads (it would "
+            "read nothing); use 'earliest', a JSON position or 'startingTime'"
+        )
+    return spec
+
+
+def _ending(opts: _Options, streaming: bool) -> PositionSpec:
+    offsets, time = opts.get(ENDING_OFFSETS), opts.get(ENDING_TIME)
+    if streaming and (offsets is not None or time is not None):
+        raise ConfigurationError(
+            f"options {ENDING_OFFSETS!r} and {ENDING_TIME!r} are for batch reads only; a "
+            "stream has no end"
+        )
+    if offsets is not None and time is not None:
+        raise ConfigurationError(
+            f"options {ENDING_OFFSETS!r} and {ENDING_TIME!r} cannot be used together"
+        )
+    if time is not None:
+        return parse_time(ENDING_TIME, time)
+    spec = parse_offsets(ENDING_OFFSETS, offsets or "latest", default="latest")
+    if _mentions(spec, Earliest, "earliest"):
+        raise ConfigurationError(
+            f"option {ENDING_OFFSETS!r}: 'earliest' is not allowed as an end; use 'latest' or a "
+            "JSON position (inclusive)"
+        )
+    return spec
+
+
+def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
+    if isinstance(spec, kind):
+        return True
+    return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
+
+
+def _max_per_trigger(opts: _Options, streaming: bool) -> int | None:
+    if not opts.has(MAX_MESSAGES_PER_TRIGGER):
+        return None
+    if not streaming:
+        raise ConfigurationError(
+            f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
+        )
+    return opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 0)
+
+
+__all__ = ["AtTime", "ClientSettings", "ReadOptions", "TopicSelection"]

@@ -1,0 +1,88 @@
+"""Driver-side planning: which partitions exist and where each read starts and ends.
+
+The driver resolves the user's topics to topic-partitions (partitioned-topic metadata, or a
+namespace listing for ``topicsPattern``) and positions to concrete message ids (GetLastMessageId
+for ``latest``). Each non-empty range becomes one :class:`PartitionRead`, which carries
+everything an executor task needs — tasks share no state with the driver.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from pulsar_spark.client.consumer import Consumer
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.pool import ConnectionPool, default_pool
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.options import ClientSettings, TopicSelection
+from pulsar_spark.topic import TopicName
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRef:
+    """One readable topic-partition and the user-level topic it belongs to."""
+
+    topic: str  # fully qualified, without -partition-N
+    partition: int  # -1 for a non-partitioned topic
+    name: str  # the topic to subscribe to
+
+    @property
+    def key(self) -> str:
+        """The name offsets use for this partition."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class PartitionRead(InputPartition):  # type: ignore[misc]
+    """One Spark task's work: read ``ref`` from ``start`` to ``end``."""
+
+    client: ClientSettings
+    ref: PartitionRef
+    start: MessageId
+    start_inclusive: bool
+    end: MessageId
+    end_inclusive: bool
+    poll_timeout: float
+    min_publish_time: int | None = None  # ms, inclusive
+    max_publish_time: int | None = None  # ms, exclusive
+
+
+def make_lookup(client: ClientSettings, pool: ConnectionPool | None = None) -> Lookup:
+    if pool is None:
+        pool = default_pool()
+        pool.connect_timeout = client.connection_timeout
+    return Lookup(client.service_url, pool, timeout=client.operation_timeout)
+
+
+def resolve_partitions(lookup: Lookup, selection: TopicSelection) -> list[PartitionRef]:
+    """Every topic-partition the selection names, in a stable order."""
+    topics = (
+        list(selection.names) if selection.pattern is None else _match_pattern(lookup, selection)
+    )
+    refs: list[PartitionRef] = []
+    for topic in topics:
+        count = lookup.partitions(topic)
+        if count == 0:
+            refs.append(PartitionRef(topic, -1, topic))
+        else:
+            name = TopicName.parse(topic)
+            refs.extend(PartitionRef(topic, i, name.partition(i)) for i in range(count))
+    return refs
+
+
+def _match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:
+    assert selection.pattern is not None and selection.pattern_namespace is not None
+    regex = re.compile(selection.pattern)
+    names = lookup.topics_of_namespace(selection.pattern_namespace)
+    bases = sorted({TopicName.parse(n).base_name for n in names})
+    return [b for b in bases if regex.fullmatch(b)]
+
+
+def last_message_id(lookup: Lookup, ref: PartitionRef) -> MessageId | None:
+    """The last message of a partition (None when it is empty)."""
+    with Consumer(lookup, ref.name, MessageId.latest(), timeout=lookup.timeout) as consumer:
+        last = consumer.last_message_id()
+    return None if last is None else last.with_partition(ref.partition)

@@ -1,0 +1,42 @@
+"""Executor-side reading shared by batch and streaming: one PartitionRead to record batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from pulsar_spark.arrow.decode import record_batches
+from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.spark.planning import PartitionRead, make_lookup
+
+
+def read_partition(work: PartitionRead) -> Iterator[pa.RecordBatch]:
+    """Read exactly the range in ``work`` and yield Arrow batches of the fixed schema."""
+    lookup = make_lookup(work.client)
+    reader = RangeReader(
+        lookup,
+        ReadRange(
+            topic=work.ref.name,
+            start=work.start,
+            end=work.end,
+            start_inclusive=work.start_inclusive,
+            end_inclusive=work.end_inclusive,
+        ),
+        ReaderSettings(poll_timeout=work.poll_timeout, request_timeout=lookup.timeout),
+    )
+    entries: Iterable[MessageColumns] = reader
+    if work.min_publish_time is not None or work.max_publish_time is not None:
+        entries = _published_between(reader, work.min_publish_time, work.max_publish_time)
+    yield from record_batches(entries, work.ref.topic, work.ref.partition)
+
+
+def _published_between(
+    entries: Iterable[MessageColumns], low: int | None, high: int | None
+) -> Iterator[MessageColumns]:
+    """Entries whose publish time is in [low, high); publish time is per entry."""
+    for columns in entries:
+        published = columns.entry.publish_time
+        if (low is None or published >= low) and (high is None or published < high):
+            yield columns
