@@ -323,8 +323,10 @@ class Connection:
                 else ConnectionClosedError(f"{request.what}: {error}")
             )
             request.done.set()
-        for handler in (*consumers, *producers):
-            handler.on_closed(error)
+        for consumer in consumers:
+            consumer.on_closed(error)
+        for producer in producers:
+            producer.on_closed(error)
 
 
 def _handshake(

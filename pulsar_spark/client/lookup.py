@@ -8,6 +8,7 @@ and names the owner in CONNECT's ``proxy_to_broker_url``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from pulsar_spark.client.address import BrokerAddress, parse_service_url
@@ -75,9 +76,7 @@ class Lookup:
         authoritative = False
         for _ in range(MAX_REDIRECTS):
             response = connection.request(
-                lambda rid, a=authoritative: commands.lookup(
-                    topic=topic, request_id=rid, authoritative=a
-                ),
+                functools.partial(_lookup_frame, topic, authoritative),
                 what=f"lookup of {topic}",
                 timeout=self.timeout,
             ).lookupTopicResponse
@@ -113,6 +112,10 @@ class Lookup:
                 "so topicsPattern cannot be resolved: name topics with 'topic' or 'topics'"
             ) from exc
         return list(response.getTopicsOfNamespaceResponse.topics)
+
+
+def _lookup_frame(topic: str, authoritative: bool, request_id: int) -> bytes:
+    return commands.lookup(topic=topic, request_id=request_id, authoritative=authoritative)
 
 
 def _broker_address(topic: str, url: str) -> BrokerAddress:

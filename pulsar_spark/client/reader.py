@@ -29,21 +29,24 @@ acknowledged within a batch) are skipped. The subscription is removed when the r
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from pulsar_spark.client.consumer import Consumer, Delivery
+from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import RequestTimeoutError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.protocol import compression
+from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
 from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,24 @@ class ReadRange:
     end: MessageId
     start_inclusive: bool = True
     end_inclusive: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """One entry as delivered: its MESSAGE command and parsed (still compressed) payload."""
+
+    message: pb.CommandMessage
+    section: PayloadSection
+
+    @property
+    def entry(self) -> tuple[int, int]:
+        return (self.message.message_id.ledgerId, self.message.message_id.entryId)
+
+    @property
+    def message_count(self) -> int:
+        """Messages this entry holds, as flow permits count them."""
+        metadata = self.section.metadata
+        return metadata.num_messages_in_batch if is_batch(metadata) else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,64 +99,85 @@ class RangeReader:
         self.nudges = 0
 
     def __iter__(self) -> Iterator[MessageColumns]:
+        assembler = ChunkAssembler()
+        end = self.range.end.entry
+        for raw in self.entries(pending_chunks=lambda: assembler.pending > 0):
+            past_end = raw.entry > end
+            if past_end and not _continues_chunk(raw):
+                continue
+            columns = self._decode(raw, assembler)
+            if columns is None or not columns.count:
+                continue
+            if past_end:
+                yield columns  # a chunked message that began inside the range ends here
+                continue
+            clipped = _clip(columns, self.range)
+            if clipped is not None and clipped.count:
+                yield clipped
+
+    def entries(
+        self, pending_chunks: Callable[[], bool] = lambda: False
+    ) -> Generator[RawEntry, None, None]:
+        """Every entry of the range once, in order, undecoded.
+
+        After the end entry, reading goes on only while ``pending_chunks()`` says a chunked
+        message that started inside the range is still incomplete.
+        """
         if _is_empty(self.range):
             return
         with Consumer(
-            self.lookup, self.range.topic, self.range.start, timeout=self.settings.request_timeout
+            self.lookup,
+            self.range.topic,
+            _subscribe_position(self.range.start),
+            timeout=self.settings.request_timeout,
         ) as consumer:
-            yield from self._read(consumer)
+            yield from self._entries(consumer, pending_chunks)
 
-    def _read(self, consumer: Consumer) -> Iterator[MessageColumns]:
-        settings = self.settings
-        window = settings.queue_size
+    def _entries(
+        self, consumer: Consumer, pending_chunks: Callable[[], bool]
+    ) -> Iterator[RawEntry]:
+        window = self.settings.queue_size
         consumer.flow(window)
         consumed = 0
         last: tuple[int, int] | None = None
-        assembler = ChunkAssembler()
         idle_since = time.monotonic()
-        while True:
-            delivery = consumer.receive(settings.nudge_interval)
+        while last is None or not _past_end(last, self.range) or pending_chunks():
+            delivery = consumer.receive(self.settings.nudge_interval)
             if delivery is None:
-                idle_since = self._on_idle(consumer, idle_since, last)
+                if last is not None and _past_end(last, self.range):
+                    if time.monotonic() - idle_since >= self.settings.poll_timeout:
+                        log.warning("%s: dropping an incomplete chunked message", self.range.topic)
+                        return
+                else:
+                    self._on_idle(consumer, idle_since, last)
+                consumer.flow(1)
                 continue
             idle_since = time.monotonic()
-            message_id = delivery.message.message_id
-            entry = (message_id.ledgerId, message_id.entryId)
-            section = parse_payload_section(delivery.payload or b"")
-            metadata = section.metadata
-            consumed += metadata.num_messages_in_batch if is_batch(metadata) else 1
+            raw = RawEntry(delivery.message, parse_payload_section(delivery.payload or b""))
+            consumed += raw.message_count
             if consumed * 2 >= window:
                 consumer.flow(consumed)
-                consumer.ack_cumulative(MessageId(*entry, partition=message_id.partition))
+                consumer.ack_cumulative(
+                    MessageId(*raw.entry, partition=raw.message.message_id.partition)
+                )
                 consumed = 0
-            if last is not None and entry <= last:
+            if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
                 continue
-            last = entry
-            columns = self._decode(delivery, section, assembler)
-            if columns is not None:
-                columns = _clip(columns, self.range)
-                if columns is not None and columns.count:
-                    yield columns
-            if _past_end(entry, self.range):
-                return
+            last = raw.entry
+            yield raw
 
-    def _on_idle(
-        self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None
-    ) -> float:
+    def _on_idle(self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None) -> None:
         idle = time.monotonic() - idle_since
         if idle >= self.settings.poll_timeout:
             raise RequestTimeoutError(
                 f"reading {self.range.topic}: no message for {idle:.0f}s before reaching the end "
                 f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
             )
-        consumer.flow(1)
         self.nudges += 1
-        return idle_since
 
-    def _decode(
-        self, delivery: Delivery, section: PayloadSection, assembler: ChunkAssembler
-    ) -> MessageColumns | None:
+    def _decode(self, raw: RawEntry, assembler: ChunkAssembler) -> MessageColumns | None:
+        section = raw.section
         metadata = section.metadata
         if metadata.HasField("marker_type"):
             return None
@@ -145,11 +187,11 @@ class RangeReader:
             if assembled is None:
                 return None
             payload = assembled.payload
-        message_id = delivery.message.message_id
+        message_id = raw.message.message_id
         info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
-        raw = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
-        columns = decode_entry(info, metadata, raw)
-        ack_set = delivery.message.ack_set
+        data = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
+        columns = decode_entry(info, metadata, data)
+        ack_set = raw.message.ack_set
         return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
 
 
@@ -177,6 +219,19 @@ def _last_key(read_range: ReadRange) -> Key:
         )
     before = -2 if end.batch_index < 0 else end.batch_index - 1
     return (end.ledger_id, end.entry_id, before)
+
+
+def _subscribe_position(start: MessageId) -> MessageId:
+    """Where to place the broker's cursor: at the start entry, never at a negative entry id
+    (an exclusive start "after entry -1" of a ledger means that ledger's first entry)."""
+    if start.is_earliest or start.entry_id >= 0:
+        return start
+    return MessageId(start.ledger_id, 0, -1, start.partition)
+
+
+def _continues_chunk(raw: RawEntry) -> bool:
+    metadata = raw.section.metadata
+    return is_chunk(metadata) and metadata.chunk_id > 0
 
 
 def _is_empty(read_range: ReadRange) -> bool:

@@ -65,6 +65,10 @@ _COMPRESSORS: dict[int, Callable[[bytes], bytes]] = {
 }
 
 
+def _codec_name(codec: int) -> str:
+    return {code: name.upper() for name, code in CODEC_NAMES.items()}.get(codec, str(codec))
+
+
 def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
     """Decompress a payload; raise if the codec is unknown or the result has the wrong size."""
     if codec == NONE:
@@ -79,12 +83,12 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
         out = decoder(data, uncompressed_size)
     except Exception as exc:  # each codec library raises its own error types
         raise CorruptPayloadError(
-            f"{pb.CompressionType.Name(codec)} payload of {len(data)} bytes does not decompress: "
+            f"{_codec_name(codec)} payload of {len(data)} bytes does not decompress: "
             f"{exc}"
         ) from exc
     if len(out) != uncompressed_size:
         raise CorruptPayloadError(
-            f"{pb.CompressionType.Name(codec)} payload decompressed to {len(out)} bytes, "
+            f"{_codec_name(codec)} payload decompressed to {len(out)} bytes, "
             f"metadata says {uncompressed_size}"
         )
     return out

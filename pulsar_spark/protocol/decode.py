@@ -191,7 +191,8 @@ def _varint_column(block: np.ndarray) -> np.ndarray | None:
     if width > 9:
         return None
     shifts = (7 * np.arange(width, dtype=np.uint64)).astype(np.uint64)
-    return ((block & 0x7F).astype(np.uint64) << shifts).sum(axis=1).astype(np.int64)
+    values: np.ndarray = ((block & 0x7F).astype(np.uint64) << shifts).sum(axis=1)
+    return values.astype(np.int64)
 
 
 def _sequence_id_span(smm: bytes) -> tuple[int, int] | None:

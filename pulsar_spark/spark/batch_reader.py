@@ -21,7 +21,7 @@ from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specifi
 from pulsar_spark.spark.reading import read_partition
 
 
-class PulsarBatchReader(DataSourceReader):  # type: ignore[misc]
+class PulsarBatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
 

@@ -17,7 +17,7 @@ from pulsar_spark.spark.options import ReadOptions
 NAME = "pulsar"
 
 
-class PulsarDataSource(DataSource):  # type: ignore[misc]
+class PulsarDataSource(DataSource):
     """Read and write Apache Pulsar topics; see the README for options and columns."""
 
     @classmethod
@@ -25,7 +25,7 @@ class PulsarDataSource(DataSource):  # type: ignore[misc]
         return NAME
 
     def schema(self) -> str:
-        ReadOptions.parse(self.options, streaming=False)  # fail fast on bad read options
+        ReadOptions.parse(self.options, streaming=None)  # fail fast on bad read options
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.positions import (
     AtTime,
+    Bound,
     Earliest,
     Latest,
     PositionSpec,
@@ -84,7 +85,9 @@ class ReadOptions:
     max_messages_per_trigger: int | None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
+        """Validate read options; ``streaming=None`` skips the checks that depend on the mode
+        (Spark asks for the schema before saying whether the read is a batch or a stream)."""
         opts = _Options(options)
         opts.refuse_unknown(READ_OPTIONS, "reading")
         starting = _starting(opts, streaming)
@@ -206,7 +209,7 @@ def _pattern(value: str) -> TopicSelection:
     return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
 
 
-def _starting(opts: _Options, streaming: bool) -> PositionSpec:
+def _starting(opts: _Options, streaming: bool | None) -> PositionSpec:
     offsets, time = opts.get(STARTING_OFFSETS), opts.get(STARTING_TIME)
     if offsets is not None and time is not None:
         raise ConfigurationError(
@@ -214,9 +217,9 @@ def _starting(opts: _Options, streaming: bool) -> PositionSpec:
         )
     if time is not None:
         return parse_time(STARTING_TIME, time)
-    default = "latest" if streaming else "earliest"
+    default: Bound = "latest" if streaming else "earliest"
     spec = parse_offsets(STARTING_OFFSETS, offsets or default, default=default)
-    if not streaming and _mentions(spec, Latest, "latest"):
+    if streaming is False and _mentions(spec, Latest, "latest"):
         raise ConfigurationError(
             f"option {STARTING_OFFSETS!r}: 'latest' is not allowed for batch reads (it would "
             "read nothing); use 'earliest', a JSON position or 'startingTime'"
@@ -224,7 +227,7 @@ def _starting(opts: _Options, streaming: bool) -> PositionSpec:
     return spec
 
 
-def _ending(opts: _Options, streaming: bool) -> PositionSpec:
+def _ending(opts: _Options, streaming: bool | None) -> PositionSpec:
     offsets, time = opts.get(ENDING_OFFSETS), opts.get(ENDING_TIME)
     if streaming and (offsets is not None or time is not None):
         raise ConfigurationError(
@@ -252,10 +255,10 @@ def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
     return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
 
 
-def _max_per_trigger(opts: _Options, streaming: bool) -> int | None:
+def _max_per_trigger(opts: _Options, streaming: bool | None) -> int | None:
     if not opts.has(MAX_MESSAGES_PER_TRIGGER):
         return None
-    if not streaming:
+    if streaming is False:
         raise ConfigurationError(
             f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
         )

@@ -36,7 +36,7 @@ class PartitionRef:
 
 
 @dataclass(frozen=True)
-class PartitionRead(InputPartition):  # type: ignore[misc]
+class PartitionRead(InputPartition):
     """One Spark task's work: read ``ref`` from ``start`` to ``end``."""
 
     client: ClientSettings

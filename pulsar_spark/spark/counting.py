@@ -1,0 +1,112 @@
+"""Counting messages on the driver, to end a micro-batch after exactly N messages.
+
+Pulsar message ids are not dense (entries hold batches of unknown size), so a limit such as
+``maxMessagesPerTrigger`` cannot be turned into an end position by arithmetic. The driver reads
+the range's entries itself — parsing only each entry's metadata, never decoding messages — and
+stops when it has counted enough, cutting inside a batch if it must. The end it returns is the
+id of the last counted message, exact to the batch index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.chunks import is_chunk
+from pulsar_spark.spark.offsets import position_key
+
+# An entry being handed out: its id, the batch indexes not yet taken, and whether those run
+# to the entry's last message.
+_Held = tuple[MessageId, list[int], bool]
+
+
+class MessageCounter:
+    """Walks (start, last] of one partition, handing out message counts on request."""
+
+    def __init__(
+        self, lookup: Lookup, topic: str, start: MessageId, last: MessageId, poll_timeout: float
+    ) -> None:
+        self.position = start
+        self._last = last
+        self._reader = RangeReader(
+            lookup,
+            ReadRange(topic, start, last, start_inclusive=False),
+            ReaderSettings(poll_timeout=poll_timeout, request_timeout=lookup.timeout),
+        )
+        self._entries: Generator[RawEntry, None, None] | None = None
+        self._held: _Held | None = None  # an entry partly handed out
+        self.exhausted = False
+
+    def take(self, wanted: int) -> int:
+        """Advance over up to ``wanted`` messages; return how many it advanced over."""
+        taken = 0
+        while taken < wanted and not self.exhausted:
+            held = self._held or self._next_entry()
+            if held is None:
+                self.exhausted = True
+                break
+            entry_id, indexes, reaches_entry_end = held
+            use = indexes[: wanted - taken]
+            rest = indexes[len(use) :]
+            taken += len(use)
+            self._held = (entry_id, rest, reaches_entry_end) if rest else None
+            # Having consumed a batch to its end is recorded as the whole entry (-1).
+            last_index = -1 if not rest and reaches_entry_end else use[-1]
+            self.position = MessageId(
+                entry_id.ledger_id, entry_id.entry_id, last_index, entry_id.partition
+            )
+        return taken
+
+    def close(self) -> None:
+        if self._entries is not None:
+            self._entries.close()
+
+    def _next_entry(self) -> _Held | None:
+        if self._entries is None:
+            self._entries = self._reader.entries()
+        for raw in self._entries:
+            indexes = self._countable(raw)
+            if indexes:
+                ledger, entry = raw.entry
+                partition = raw.message.message_id.partition
+                reaches_end = indexes[-1] in (-1, raw.message_count - 1)
+                return MessageId(ledger, entry, -1, partition), indexes, reaches_end
+        return None
+
+    def _countable(self, raw: RawEntry) -> list[int]:
+        """Batch indexes of this entry inside the range (-1 alone for an unbatched message)."""
+        metadata = raw.section.metadata
+        if metadata.HasField("marker_type"):
+            return []
+        if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+            return []
+        ledger, entry = raw.entry
+        if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
+            candidates = [-1]
+        else:
+            candidates = list(range(raw.message_count))
+        low, high = position_key(self.position), position_key(self._last)
+        return [i for i in candidates if low < _key(ledger, entry, i) <= high]
+
+
+def _key(ledger: int, entry: int, index: int) -> tuple[int, int, int]:
+    return position_key(MessageId(ledger, entry, index))
+
+
+def limit_ends(counters: dict[str, MessageCounter], budget: int) -> dict[str, MessageId]:
+    """Share ``budget`` messages fairly among partitions; return each one's end position."""
+    remaining = budget
+    active = list(counters)
+    while active and remaining > 0:
+        share = max(1, remaining // len(active))
+        still = []
+        for name in active:
+            if remaining <= 0:
+                break
+            remaining -= counters[name].take(min(share, remaining))
+            if not counters[name].exhausted:
+                still.append(name)
+        active = still
+    return {name: counter.position for name, counter in counters.items()}

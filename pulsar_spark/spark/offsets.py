@@ -1,0 +1,80 @@
+"""Streaming offsets: per topic-partition, the position of the last message already read.
+
+How this works
+--------------
+An offset is a JSON object from partition name (``persistent://t/ns/x-partition-0``, or the
+topic itself when it is not partitioned) to ``{"batchIndex": B, "entryId": E, "ledgerId": L}``:
+the id of the **last message consumed** in that partition. It is always *exclusive* as a start
+and *inclusive* as an end, so micro-batch N reads exactly ``(start_N, end_N]`` and the end of
+one batch is the start of the next: a restarted query neither repeats nor skips a message.
+Inside a batched entry the position is exact to the message (``batchIndex``), so a limit may
+end a micro-batch in the middle of an entry and the next one resumes right after it. A batch
+index of -1 stands for the whole entry; ``(-1, -1, -1)`` means "nothing consumed yet".
+
+Keys are sorted at every level, because Spark compares offsets as JSON strings: two spellings
+of one offset would make it run empty micro-batches forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.message_id import MessageId
+
+NOTHING_CONSUMED = MessageId.earliest()
+
+
+@dataclass(frozen=True)
+class PulsarOffset:
+    """Partition name -> id of the last consumed message (see the module docstring)."""
+
+    positions: Mapping[str, MessageId]
+
+    def to_json(self) -> dict[str, Any]:
+        """The canonical JSON form: keys sorted at every level."""
+        return {
+            name: dict(sorted(self.positions[name].to_json().items()))
+            for name in sorted(self.positions)
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PulsarOffset:
+        try:
+            return cls({name: MessageId.from_json(value) for name, value in data.items()})
+        except TypeError as exc:
+            raise ConfigurationError(f"invalid Pulsar offset {dict(data)!r}: {exc}") from exc
+
+    def get(self, partition: str) -> MessageId:
+        return self.positions.get(partition, NOTHING_CONSUMED)
+
+
+def consumed_before(first: MessageId) -> MessageId:
+    """The exclusive position just before ``first`` (which is to be read next).
+
+    Inside a batch that is the previous index; otherwise "the whole previous entry", which
+    exists or not: an exclusive start at (L, E-1, whole entry) resumes at entry E either way.
+    """
+    if first.is_earliest:
+        return NOTHING_CONSUMED
+    if first.batch_index > 0:
+        return MessageId(first.ledger_id, first.entry_id, first.batch_index - 1, first.partition)
+    return MessageId(first.ledger_id, first.entry_id - 1, -1, first.partition)
+
+
+_WHOLE_ENTRY = 1 << 31
+
+
+def position_key(position: MessageId) -> tuple[int, int, int]:
+    """Order positions as bounds: batch index -1 covers its whole entry."""
+    batch = _WHOLE_ENTRY if position.batch_index < 0 else position.batch_index
+    return (position.ledger_id, position.entry_id, batch)
+
+
+def has_messages_after(start: MessageId, last: MessageId | None) -> bool:
+    """Whether a partition whose last message is ``last`` holds anything after ``start``."""
+    if last is None:
+        return False
+    return start.is_earliest or position_key(last) > position_key(start)

@@ -1,0 +1,251 @@
+"""``spark.readStream.format("pulsar")``: micro-batches over checkpointed message ids.
+
+Offsets are described in :mod:`pulsar_spark.spark.offsets`: per partition, the last message
+read; each micro-batch reads ``(start, end]``. The driver object lives for the whole query in
+one process and keeps its connections; it only ever *computes* positions. ``read`` runs on
+executors on a fresh copy of this object and uses nothing but its InputPartition, so results
+depend on checkpointed offsets alone — never on ``commit`` (which Spark calls late) or ``stop``
+(which Spark may never call).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.errors import DataLossError, PulsarConnectionError
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.counting import MessageCounter, limit_ends
+from pulsar_spark.spark.offsets import (
+    NOTHING_CONSUMED,
+    PulsarOffset,
+    consumed_before,
+    has_messages_after,
+    position_key,
+)
+from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.planning import (
+    PartitionRead,
+    PartitionRef,
+    last_message_id,
+    make_lookup,
+    resolve_partitions,
+)
+from pulsar_spark.spark.positions import AtTime, Earliest, Latest, PositionSpec, Specific
+from pulsar_spark.spark.reading import read_partition
+
+log = logging.getLogger(__name__)
+
+
+class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._lookup: Lookup | None = None
+        self._refs: dict[str, PartitionRef] = {}
+        self._available_now: dict[str, MessageId | None] | None = None
+        self._latest: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get the options only: read() is stateless by design.
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # --- driver ----------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        lookup = self._connect()
+        spec = self.options.starting
+        positions = {}
+        for ref in self._discover(lookup):
+            positions[ref.name] = self._initial_position(lookup, ref, spec)
+        return PulsarOffset(positions).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_messages_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        lookup = self._connect()
+        self._available_now = {
+            ref.name: last_message_id(lookup, ref) for ref in self._discover(lookup)
+        }
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        try:
+            return self._latest_offset(start, limit)
+        except PulsarConnectionError as exc:
+            log.warning("retrying after a lost connection: %s", exc)
+            return self._latest_offset(start, limit)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self._latest
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, finish = PulsarOffset.from_json(start), PulsarOffset.from_json(end)
+        reads = []
+        for name in sorted(finish.positions):
+            first, last = begin.get(name), finish.positions[name]
+            if not has_messages_after(first, last):
+                continue
+            reads.append(
+                PartitionRead(
+                    client=self.options.client,
+                    ref=self._refs.get(name) or _ref_from_name(name),
+                    start=first,
+                    start_inclusive=False,
+                    end=last,
+                    end_inclusive=True,
+                    poll_timeout=self.options.poll_timeout,
+                )
+            )
+        return reads
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""
+
+    def stop(self) -> None:
+        """Nothing to release: connections belong to the process-wide pool."""
+
+    # --- executors -------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PartitionRead)
+        return read_partition(partition)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _connect(self) -> Lookup:
+        if self._lookup is None:
+            self._lookup = make_lookup(self.options.client)
+        return self._lookup
+
+    def _discover(self, lookup: Lookup) -> list[PartitionRef]:
+        refs = resolve_partitions(lookup, self.options.topics)
+        self._refs = {ref.name: ref for ref in refs}
+        return refs
+
+    def _initial_position(self, lookup: Lookup, ref: PartitionRef, spec: PositionSpec) -> MessageId:
+        if isinstance(spec, Specific):
+            value = spec.for_partition(ref.name, ref.topic)
+            if isinstance(value, MessageId):
+                return consumed_before(value.with_partition(ref.partition))
+            spec = Latest() if value == "latest" else Earliest()
+        if isinstance(spec, Latest):
+            return last_message_id(lookup, ref) or NOTHING_CONSUMED
+        if isinstance(spec, AtTime):
+            return self._before_time(lookup, ref, spec.millis)
+        return NOTHING_CONSUMED
+
+    def _before_time(self, lookup: Lookup, ref: PartitionRef, millis: int) -> MessageId:
+        """The position just before the first entry published at or after ``millis``."""
+        last = last_message_id(lookup, ref)
+        if last is None:
+            return NOTHING_CONSUMED
+        reader = RangeReader(
+            lookup,
+            ReadRange(ref.name, MessageId.earliest(), last),
+            ReaderSettings(poll_timeout=self.options.poll_timeout, request_timeout=lookup.timeout),
+        )
+        entries = reader.entries()
+        try:
+            for raw in entries:
+                if raw.section.metadata.publish_time >= millis:
+                    ledger, entry = raw.entry
+                    return consumed_before(MessageId(ledger, entry, -1, ref.partition))
+        finally:
+            entries.close()
+        return last
+
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        lookup = self._connect()
+        begin = PulsarOffset.from_json(start).positions
+        refs = self._discover(lookup)
+        self._check_vanished(begin, refs)
+        starts: dict[str, MessageId] = {}
+        available: dict[str, MessageId] = {}
+        for ref in refs:
+            last = self._last_for_trigger(lookup, ref)
+            first = self._checked_start(ref, begin.get(ref.name, NOTHING_CONSUMED), last)
+            starts[ref.name] = first
+            available[ref.name] = (
+                last if last is not None and has_messages_after(first, last) else first
+            )
+        self._latest = PulsarOffset(available).to_json()
+        if isinstance(limit, ReadMaxRows):
+            return PulsarOffset(self._limited(lookup, starts, available, limit.max_rows)).to_json()
+        return self._latest
+
+    def _last_for_trigger(self, lookup: Lookup, ref: PartitionRef) -> MessageId | None:
+        if self._available_now is None:
+            return last_message_id(lookup, ref)
+        return self._available_now.get(ref.name)
+
+    def _limited(
+        self,
+        lookup: Lookup,
+        starts: dict[str, MessageId],
+        available: dict[str, MessageId],
+        budget: int,
+    ) -> dict[str, MessageId]:
+        counters = {
+            name: MessageCounter(
+                lookup, name, starts[name], available[name], self.options.poll_timeout
+            )
+            for name in starts
+            if has_messages_after(starts[name], available[name])
+        }
+        try:
+            ends = limit_ends(counters, budget)
+        finally:
+            for counter in counters.values():
+                counter.close()
+        return {name: ends.get(name, starts[name]) for name in starts}
+
+    def _check_vanished(self, begin: Mapping[str, MessageId], refs: list[PartitionRef]) -> None:
+        current = {ref.name for ref in refs}
+        for name in sorted(set(begin) - current):
+            self._data_loss(f"partition {name} no longer exists")
+
+    def _checked_start(
+        self, ref: PartitionRef, first: MessageId, last: MessageId | None
+    ) -> MessageId:
+        """``first``, unless the partition no longer holds it (then: data loss)."""
+        if first.is_earliest or self._available_now is not None:
+            return first
+        if last is None or position_key(last) < position_key(first):
+            self._data_loss(
+                f"partition {ref.name} was read up to {first} but now ends at "
+                f"{last if last is not None else 'nothing (it is empty)'}"
+            )
+            return NOTHING_CONSUMED
+        return first
+
+    def _data_loss(self, what: str) -> None:
+        message = (
+            f"{what}: data the query expected is gone. Set failOnDataLoss=false to continue "
+            "from what exists (the missing messages are skipped)"
+        )
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message)
+        log.warning(message)
+
+
+def _ref_from_name(name: str) -> PartitionRef:
+    from pulsar_spark.topic import TopicName
+
+    topic = TopicName.parse(name)
+    return PartitionRef(topic.base_name, topic.partition_index, name)
