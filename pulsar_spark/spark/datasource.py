@@ -8,11 +8,20 @@ fails at ``load()`` rather than when the job runs.
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from collections.abc import Mapping
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.options import ReadOptions, WriteOptions
 
 NAME = "pulsar"
 
@@ -37,3 +46,26 @@ class PulsarDataSource(DataSource):
         from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
         return PulsarStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pulsar_spark.spark.writer import PulsarBatchWriter
+
+        return PulsarBatchWriter(_write_options(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pulsar_spark.spark.writer import PulsarStreamWriter
+
+        return PulsarStreamWriter(_write_options(self.options, schema, overwrite))
+
+
+def _write_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteOptions:
+    from pulsar_spark.spark.writer import check_schema
+
+    if overwrite:
+        raise ConfigurationError(
+            "Pulsar topics are append-only: use mode('append') (overwrite would need to delete "
+            "messages, which the connector never does)"
+        )
+    parsed = WriteOptions.parse(options)
+    check_schema(schema, parsed)
+    return parsed

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.positions import (
-    AtTime,
     Bound,
     Earliest,
     Latest,
@@ -265,4 +264,72 @@ def _max_per_trigger(opts: _Options, streaming: bool | None) -> int | None:
     return opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 0)
 
 
-__all__ = ["AtTime", "ClientSettings", "ReadOptions", "TopicSelection"]
+PRODUCER_COMPRESSION = "pulsar.producer.compressionType"
+PRODUCER_BATCHING = "pulsar.producer.batchingEnabled"
+PRODUCER_BATCH_MESSAGES = "pulsar.producer.batchingMaxMessages"
+PRODUCER_BATCH_BYTES = "pulsar.producer.batchingMaxBytes"
+PRODUCER_BATCH_DELAY = "pulsar.producer.batchingMaxPublishDelayMicros"
+PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
+PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
+
+WRITE_OPTIONS = (
+    SERVICE_URL,
+    TOPIC,
+    PRODUCER_COMPRESSION,
+    PRODUCER_BATCHING,
+    PRODUCER_BATCH_MESSAGES,
+    PRODUCER_BATCH_BYTES,
+    PRODUCER_BATCH_DELAY,
+    PRODUCER_MAX_PENDING,
+    PRODUCER_SEND_TIMEOUT,
+    OPERATION_TIMEOUT_MS,
+    CONNECTION_TIMEOUT_MS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    codec: int
+    batching: bool
+    batch_max_messages: int
+    batch_max_bytes: int
+    batch_max_delay_ms: int
+    max_pending_messages: int
+    send_timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    client: ClientSettings
+    topic: str | None  # None: every row names its topic in a `topic` column
+    producer: ProducerSettings
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        from pulsar_spark.protocol.compression import codec_from_name
+
+        opts = _Options(options)
+        opts.refuse_unknown(WRITE_OPTIONS, "writing to")
+        topic = opts.get(TOPIC)
+        if topic is not None and "," in topic:
+            raise ConfigurationError(
+                "option 'topic' takes one topic; to write to several, leave it out and give "
+                "each row a 'topic' column"
+            )
+        try:
+            codec = codec_from_name(opts.get(PRODUCER_COMPRESSION) or "none")
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"option {PRODUCER_COMPRESSION!r}: {exc}") from exc
+        return cls(
+            client=client_settings(opts),
+            topic=full_topic_name(topic) if topic is not None else None,
+            producer=ProducerSettings(
+                codec=codec,
+                batching=opts.boolean(PRODUCER_BATCHING, default=True),
+                batch_max_messages=opts.positive_int(PRODUCER_BATCH_MESSAGES, 1000),
+                batch_max_bytes=opts.positive_int(PRODUCER_BATCH_BYTES, 128 * 1024),
+                batch_max_delay_ms=opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000,
+                max_pending_messages=opts.positive_int(PRODUCER_MAX_PENDING, 10_000),
+                send_timeout=opts.positive_int(PRODUCER_SEND_TIMEOUT, 30_000) / 1000,
+            ),
+        )

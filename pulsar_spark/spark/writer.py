@@ -1,0 +1,217 @@
+"""``df.write.format("pulsar")`` and ``df.writeStream.format("pulsar")``.
+
+Each Spark task opens one producer per topic-partition it writes to and returns only once
+every message it sent has a SendReceipt; a send error, a lost connection or a timeout fails
+the task (Spark then retries it). Delivery is therefore at-least-once.
+
+Producer names and sequence ids are deterministic: a task's producer on partition ``p`` is
+named after the write (the streaming query id and micro-batch id, or the batch write's id),
+the task's partition and ``p``, and numbers its messages from 0. A retried task sends the same
+(name, sequence id) pairs again, so a broker with deduplication enabled drops the repeats:
+effectively exactly-once. Without broker deduplication a retry can duplicate what the failed
+attempt had already written.
+
+Keyed rows go to the partition a Java producer would pick, ``(String.hashCode(key) &
+0x7FFFFFFF) % partitions``; unkeyed rows rotate over partitions one producer batch at a time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, batch_to_rows
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.producer import Producer
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol.encode import OutgoingMessage
+from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
+from pulsar_spark.spark.options import WriteOptions
+from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.topic import TopicName, full_topic_name
+
+_TYPES: dict[str, tuple[type[DataType], ...]] = {
+    "value": (BinaryType, StringType),
+    "key": (StringType, BinaryType),
+    "properties": (MapType,),
+    "eventTime": (TimestampType,),
+    "topic": (StringType,),
+}
+
+
+def check_schema(schema: StructType, options: WriteOptions) -> None:
+    """Refuse, before any row is sent, a DataFrame the writer cannot send exactly."""
+    accepted = ", ".join(f"{k} ({v})" for k, v in ACCEPTED_COLUMNS.items())
+    fields = {f.name: f.dataType for f in schema.fields}
+    for name, data_type in fields.items():
+        if name not in _TYPES:
+            raise ConfigurationError(
+                f"column {name!r} cannot be written to Pulsar; accepted columns: {accepted}"
+            )
+        if not isinstance(data_type, _TYPES[name]) or not _map_of_strings(name, data_type):
+            raise ConfigurationError(
+                f"column {name!r} has type {data_type.simpleString()}; "
+                f"it must be {ACCEPTED_COLUMNS[name]}"
+            )
+    if "value" not in fields:
+        raise ConfigurationError(
+            f"writing to Pulsar needs a 'value' column (binary or string); got columns "
+            f"{', '.join(fields) or 'none'}"
+        )
+    if options.topic is None and "topic" not in fields:
+        raise ConfigurationError(
+            "say where to write: set the 'topic' option, or give the DataFrame a 'topic' column"
+        )
+
+
+def _map_of_strings(name: str, data_type: DataType) -> bool:
+    if name != "properties":
+        return True
+    assert isinstance(data_type, MapType)
+    return isinstance(data_type.keyType, StringType) and isinstance(data_type.valueType, StringType)
+
+
+@dataclass
+class PulsarCommitMessage(WriterCommitMessage):
+    """What one task wrote: messages per topic-partition."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class _TaskWriter:
+    """One task's producers, created on first use per topic-partition."""
+
+    def __init__(self, options: WriteOptions, write_id: str) -> None:
+        self.options = options
+        self.lookup: Lookup = make_lookup(options.client)
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        self.name_prefix = f"spark-{write_id}-{task}"
+        self._partitions: dict[str, int] = {}
+        self._round_robin: dict[str, RoundRobin] = {}
+        self._producers: dict[str, Producer] = {}
+        self.counts: dict[str, int] = {}
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
+        try:
+            for batch in batches:
+                self._write_batch(batch)
+            for producer in self._producers.values():
+                producer.flush()
+        finally:
+            for producer in self._producers.values():
+                producer.close()
+        return PulsarCommitMessage(dict(self.counts))
+
+    def _write_batch(self, batch: pa.RecordBatch) -> None:
+        rows = batch_to_rows(batch)
+        if self.options.topic is not None or rows.topics is None:
+            self._route(self.options.topic, rows.messages, rows.keys)
+            return
+        by_topic: dict[str, list[int]] = {}
+        for index, topic in enumerate(rows.topics):
+            if topic is None:
+                raise ConfigurationError(
+                    "a row has a null 'topic' and no 'topic' option is set: every row must "
+                    "name its topic"
+                )
+            by_topic.setdefault(topic, []).append(index)
+        for topic, indexes in by_topic.items():
+            self._route(topic, [rows.messages[i] for i in indexes], [rows.keys[i] for i in indexes])
+
+    def _route(
+        self, topic: str | None, messages: list[OutgoingMessage], keys: list[str | None]
+    ) -> None:
+        assert topic is not None
+        name = full_topic_name(topic)
+        partitions = self._partition_count(name)
+        routes = partitions_for_keys(keys, partitions)
+        run = self.options.producer.batch_max_messages
+        unkeyed = 0
+        target = 0
+        for message, route in zip(messages, routes, strict=True):
+            partition = route
+            if route == UNKEYED:
+                if unkeyed % run == 0:
+                    target = self._round_robin[name].next_partition()
+                unkeyed += 1
+                partition = target
+            self._producer(name, partition, partitions).send(message)
+
+    def _partition_count(self, topic: str) -> int:
+        count = self._partitions.get(topic)
+        if count is None:
+            count = self._partitions[topic] = self.lookup.partitions(topic)
+            self._round_robin[topic] = RoundRobin(count)
+        return count
+
+    def _producer(self, topic: str, partition: int, partitions: int) -> Producer:
+        target = TopicName.parse(topic).partition(partition) if partitions else topic
+        producer = self._producers.get(target)
+        if producer is None:
+            settings = self.options.producer
+            producer = self._producers[target] = Producer.create(
+                self.lookup,
+                target,
+                producer_name=f"{self.name_prefix}-{max(partition, 0)}",
+                codec=settings.codec,
+                batching=settings.batching,
+                batch_max_messages=settings.batch_max_messages,
+                batch_max_bytes=settings.batch_max_bytes,
+                batch_max_delay_ms=settings.batch_max_delay_ms,
+                max_pending_messages=settings.max_pending_messages,
+                send_timeout=settings.send_timeout,
+                request_timeout=self.lookup.timeout,
+            )
+        self.counts[target] = self.counts.get(target, 0) + 1
+        return producer
+
+
+class PulsarBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+        self.write_id = uuid.uuid4().hex[:12]  # made once on the driver: retries share it
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
+        return _TaskWriter(self.options, self.write_id).write(iterator)
+
+
+class PulsarStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
+        return _TaskWriter(self.options, _streaming_write_id()).write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Every message already has its receipt; nothing is left to commit."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Sent messages cannot be taken back; the retried micro-batch resends them."""
+
+
+def _streaming_write_id() -> str:
+    """The query id and micro-batch id, which a restarted query keeps for a replayed batch."""
+    context = TaskContext.get()
+    query = context.getLocalProperty("sql.streaming.queryId") if context else None
+    batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+    if query is None or batch is None:
+        return uuid.uuid4().hex[:12]
+    return f"{query.replace('-', '')[:12]}-{batch}"
