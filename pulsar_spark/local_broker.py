@@ -63,7 +63,6 @@ class LocalBrokerError(RuntimeError):
     """The local broker could not be found, started or restarted."""
 
 
-
 def find_binary() -> str:
     """Return the path of the pulsar-lite executable shipped with the ``pulsar-lite`` wheel."""
     try:

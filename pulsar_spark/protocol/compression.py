@@ -83,8 +83,7 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
         out = decoder(data, uncompressed_size)
     except Exception as exc:  # each codec library raises its own error types
         raise CorruptPayloadError(
-            f"{_codec_name(codec)} payload of {len(data)} bytes does not decompress: "
-            f"{exc}"
+            f"{_codec_name(codec)} payload of {len(data)} bytes does not decompress: {exc}"
         ) from exc
     if len(out) != uncompressed_size:
         raise CorruptPayloadError(
