@@ -51,11 +51,19 @@ def routing_key(key: bytes | str | None) -> tuple[str | None, bool]:
     return base64.b64encode(key).decode("ascii"), True
 
 
+_ONE_BYTE = [bytes((v,)) for v in range(0x80)]
+_TWO_BYTES = [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(0x4000)]
+_CACHE_LIMIT = 4096
+_properties_cache: dict[tuple[tuple[str, str], ...], bytes] = {}
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if 0 <= value < 0x4000:
+        return _TWO_BYTES[value]
     if value < 0:
         value += 1 << 64
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -64,28 +72,41 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _length_delimited(tag: int, data: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(data)) + data
+def _length_delimited(tag: bytes, data: bytes) -> bytes:
+    return tag + _varint(len(data)) + data
 
 
-def _key_value(key: str, value: str) -> bytes:
-    return _length_delimited(0x0A, key.encode()) + _length_delimited(0x12, value.encode())
+def _properties(properties: tuple[tuple[str, str], ...]) -> bytes:
+    """Fields 1 of a SingleMessageMetadata; cached, since rows tend to repeat properties."""
+    encoded = _properties_cache.get(properties)
+    if encoded is None:
+        encoded = b"".join(
+            _length_delimited(
+                b"\x0a",
+                _length_delimited(b"\x0a", k.encode()) + _length_delimited(b"\x12", v.encode()),
+            )
+            for k, v in properties
+        )
+        if len(_properties_cache) >= _CACHE_LIMIT:
+            _properties_cache.clear()
+        _properties_cache[properties] = encoded
+    return encoded
 
 
 def encode_single_message_metadata(message: OutgoingMessage, sequence_id: int) -> bytes:
     """Serialize the SingleMessageMetadata for ``message`` (fields 1, 2, 3, 5, 6, 8, 9)."""
-    parts = [_length_delimited(0x0A, _key_value(k, v)) for k, v in message.properties]
+    out = _properties(message.properties) if message.properties else b""
     if message.key is not None:
-        parts.append(_length_delimited(0x12, message.key.encode()))
-    parts.append(b"\x18" + _varint(message.size))
+        out += _length_delimited(b"\x12", message.key.encode())
+    out += b"\x18" + _varint(message.size)
     if message.event_time:
-        parts.append(b"\x28" + _varint(message.event_time))
+        out += b"\x28" + _varint(message.event_time)
     if message.key_is_base64:
-        parts.append(b"\x30\x01")
-    parts.append(b"\x40" + _varint(sequence_id))
+        out += b"\x30\x01"
+    out += b"\x40" + _varint(sequence_id)
     if message.value is None:
-        parts.append(b"\x48\x01")
-    return b"".join(parts)
+        out += b"\x48\x01"
+    return out
 
 
 class BatchBuilder:

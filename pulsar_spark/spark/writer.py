@@ -106,7 +106,7 @@ class _TaskWriter:
         self.name_prefix = f"spark-{write_id}-{task}"
         self._partitions: dict[str, int] = {}
         self._round_robin: dict[str, RoundRobin] = {}
-        self._producers: dict[str, Producer] = {}
+        self._producers: dict[tuple[str, int], Producer] = {}
         self.counts: dict[str, int] = {}
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
@@ -146,6 +146,7 @@ class _TaskWriter:
         run = self.options.producer.batch_max_messages
         unkeyed = 0
         target = 0
+        by_partition: dict[int, list[OutgoingMessage]] = {}
         for message, route in zip(messages, routes, strict=True):
             partition = route
             if route == UNKEYED:
@@ -153,7 +154,15 @@ class _TaskWriter:
                     target = self._round_robin[name].next_partition()
                 unkeyed += 1
                 partition = target
-            self._producer(name, partition, partitions).send(message)
+            group = by_partition.get(partition)
+            if group is None:
+                group = by_partition[partition] = []
+            group.append(message)
+        for partition, group in by_partition.items():
+            producer = self._producer(name, partition, partitions)
+            for message in group:
+                producer.send(message)
+            self.counts[producer.topic] = self.counts.get(producer.topic, 0) + len(group)
 
     def _partition_count(self, topic: str) -> int:
         count = self._partitions.get(topic)
@@ -163,11 +172,11 @@ class _TaskWriter:
         return count
 
     def _producer(self, topic: str, partition: int, partitions: int) -> Producer:
-        target = TopicName.parse(topic).partition(partition) if partitions else topic
-        producer = self._producers.get(target)
+        producer = self._producers.get((topic, partition))
         if producer is None:
+            target = TopicName.parse(topic).partition(partition) if partitions else topic
             settings = self.options.producer
-            producer = self._producers[target] = Producer.create(
+            producer = self._producers[(topic, partition)] = Producer.create(
                 self.lookup,
                 target,
                 producer_name=f"{self.name_prefix}-{max(partition, 0)}",
@@ -180,7 +189,6 @@ class _TaskWriter:
                 send_timeout=settings.send_timeout,
                 request_timeout=self.lookup.timeout,
             )
-        self.counts[target] = self.counts.get(target, 0) + 1
         return producer
 
 
