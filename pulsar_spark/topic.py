@@ -34,14 +34,15 @@ class TopicName:
         if not text:
             raise ConfigurationError("topic name is empty")
         domain = "persistent"
-        if "://" in text:
+        qualified = "://" in text
+        if qualified:
             domain, _, text = text.partition("://")
             if domain not in _DOMAINS:
                 raise ConfigurationError(
                     f"topic {name!r}: domain must be one of {', '.join(_DOMAINS)}"
                 )
         parts = text.split("/")
-        if len(parts) == 1:
+        if len(parts) == 1 and not qualified:
             parts = ["public", "default", parts[0]]
         if len(parts) != 3 or not all(parts):
             raise ConfigurationError(

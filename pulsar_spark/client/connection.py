@@ -52,6 +52,9 @@ Type = pb.BaseCommand.Type
 
 _RECV_BUFFER = 1 << 20
 
+# Frames (and a partial frame's bytes) that came in behind CONNECTED during the handshake.
+_Early = tuple[list[Frame], bytes]
+
 # Responses that complete a request, and the BaseCommand field that holds each.
 _RESPONSE_FIELDS: dict[int, str] = {
     Type.SUCCESS: "success",
@@ -94,8 +97,10 @@ class Connection:
         connected: pb.CommandConnected,
         *,
         keepalive_interval: float,
+        early: _Early = ([], b""),
     ) -> None:
         self.address = address
+        self._early = early
         self.server_version = connected.server_version
         self.protocol_version = connected.protocol_version
         self.max_message_size = (
@@ -138,12 +143,12 @@ class Connection:
             ) from exc
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connected = _handshake(sock, address, timeout, proxy_to_broker_url)
+            connected, early = _handshake(sock, address, timeout, proxy_to_broker_url)
         except BaseException:
             sock.close()
             raise
         sock.settimeout(keepalive_interval)
-        return cls(address, sock, connected, keepalive_interval=keepalive_interval)
+        return cls(address, sock, connected, keepalive_interval=keepalive_interval, early=early)
 
     # --- public API ------------------------------------------------------------------------
 
@@ -218,6 +223,9 @@ class Connection:
         view = memoryview(buffer)
         awaiting_pong = False
         try:
+            early_frames, early_bytes = self._early
+            for frame in (*early_frames, *self._decoder.feed(early_bytes)):
+                self._dispatch(frame)
             while self._failure is None:
                 try:
                     received = self._sock.recv_into(buffer)
@@ -331,7 +339,8 @@ class Connection:
 
 def _handshake(
     sock: socket.socket, address: BrokerAddress, timeout: float, proxy_to: str | None
-) -> pb.CommandConnected:
+) -> tuple[pb.CommandConnected, _Early]:
+    """CONNECT, then wait for CONNECTED; also return whatever arrived right behind it."""
     deadline = time.monotonic() + timeout
     sock.sendall(commands.connect(proxy_to_broker_url=proxy_to))
     decoder = FrameDecoder()
@@ -351,10 +360,11 @@ def _handshake(
             raise BrokerUnreachableError(f"handshake with {address} failed: {exc}") from exc
         if not data:
             raise BrokerUnreachableError(f"broker at {address} closed the connection on CONNECT")
-        for frame in decoder.feed(data):
+        frames = decoder.feed(data)
+        for index, frame in enumerate(frames):
             command = frame.command
             if command.type == Type.CONNECTED:
-                return command.connected
+                return command.connected, (frames[index + 1 :], decoder.take_buffered())
             if command.type == Type.ERROR:
                 raise server_error_for(command.error.error, f"CONNECT: {command.error.message}")
             if command.type == Type.AUTH_CHALLENGE:

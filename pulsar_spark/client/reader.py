@@ -141,14 +141,14 @@ class RangeReader:
         consumed = 0
         last: tuple[int, int] | None = None
         idle_since = time.monotonic()
-        while last is None or not _past_end(last, self.range) or pending_chunks():
+        ended_at: float | None = None  # when the end entry was passed
+        while ended_at is None or pending_chunks():
+            if ended_at is not None and time.monotonic() - ended_at >= self.settings.poll_timeout:
+                log.warning("%s: dropping an incomplete chunked message", self.range.topic)
+                return
             delivery = consumer.receive(self.settings.nudge_interval)
             if delivery is None:
-                if last is not None and _past_end(last, self.range):
-                    if time.monotonic() - idle_since >= self.settings.poll_timeout:
-                        log.warning("%s: dropping an incomplete chunked message", self.range.topic)
-                        return
-                else:
+                if ended_at is None:
                     self._on_idle(consumer, idle_since, last)
                 consumer.flow(1)
                 continue
@@ -165,6 +165,8 @@ class RangeReader:
                 self.duplicates_dropped += 1
                 continue
             last = raw.entry
+            if ended_at is None and _past_end(last, self.range):
+                ended_at = time.monotonic()
             yield raw
 
     def _on_idle(self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None) -> None:
@@ -205,7 +207,7 @@ def _first_key(read_range: ReadRange) -> Key:
     start = read_range.start
     if read_range.start_inclusive:
         return (start.ledger_id, start.entry_id, -1 if start.batch_index < 0 else start.batch_index)
-    after = _WHOLE_ENTRY if start.batch_index < 0 else start.batch_index + 1
+    after = _WHOLE_ENTRY + 1 if start.batch_index < 0 else start.batch_index + 1
     return (start.ledger_id, start.entry_id, after)
 
 
@@ -235,6 +237,8 @@ def _continues_chunk(raw: RawEntry) -> bool:
 
 
 def _is_empty(read_range: ReadRange) -> bool:
+    if read_range.end.is_earliest:
+        return True
     if read_range.start.is_earliest:
         return False
     return _first_key(read_range) > _last_key(read_range)

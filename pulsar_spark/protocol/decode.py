@@ -283,7 +283,7 @@ def _walk_batch(
 ) -> MessageColumns:
     try:
         return _walk(info, metadata.sequence_id, payload, count)
-    except (IndexError, ValueError) as exc:
+    except (IndexError, ValueError, OverflowError) as exc:
         raise CorruptPayloadError(f"batch of {count} messages is malformed: {exc}") from exc
 
 
@@ -310,6 +310,16 @@ def _walk(info: EntryInfo, base_sequence: int, data: bytes, count: int) -> Messa
         while p < end:
             tag = data[p]
             p += 1
+            if tag & 0x80:  # field 16 and up: a multi-byte tag, never a field read here
+                tag &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[p]
+                    p += 1
+                    tag |= (byte & 0x7F) << shift
+                    if not byte & 0x80:
+                        break
+                    shift += 7
             wire_type = tag & 7
             if wire_type == 0:
                 value = data[p]

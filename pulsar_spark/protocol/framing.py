@@ -91,6 +91,13 @@ class FrameDecoder:
             self._offset = 0
         return frames
 
+    def take_buffered(self) -> bytes:
+        """Hand over the bytes of a frame not yet complete (and forget them)."""
+        rest = bytes(self._buffer[self._offset :])
+        self._buffer.clear()
+        self._offset = 0
+        return rest
+
     def eof(self) -> None:
         """Declare the stream finished; raise if it stopped in the middle of a frame."""
         if self.buffered:

@@ -18,8 +18,14 @@ from typing import TypeVar
 
 import crc32c
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
-from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, TruncatedFrameError
+from pulsar_spark.errors import (
+    ChecksumMismatchError,
+    CorruptPayloadError,
+    TruncatedFrameError,
+    UnsupportedCompressionError,
+)
 from pulsar_spark.protocol import pb
 
 MAGIC_CRC32C = 0x0E01
@@ -60,6 +66,7 @@ def parse_payload_section(section: memoryview | bytes) -> PayloadSection:
             )
     meta_size = _u32_at(view, pos, "metadata size")
     metadata = _parse(pb.MessageMetadata, _slice(view, pos + 4, meta_size, "metadata"), "metadata")
+    _check_compression(metadata)
     payload = bytes(view[pos + 4 + meta_size :])
     return PayloadSection(metadata, payload, broker_entry)
 
@@ -69,6 +76,21 @@ def encode_payload_section(metadata: pb.MessageMetadata, payload: bytes) -> byte
     meta = metadata.SerializeToString()
     covered = _U32.pack(len(meta)) + meta + payload
     return _MAGIC_CRC + _U32.pack(crc32c.crc32c(covered)) + covered
+
+
+_COMPRESSION_FIELD = 8
+
+
+def _check_compression(metadata: pb.MessageMetadata) -> None:
+    """A codec missing from our enum lands in unknown fields and would read as NONE."""
+    unknown = UnknownFieldSet(metadata)
+    for index in range(len(unknown)):
+        field = unknown[index]
+        if field.field_number == _COMPRESSION_FIELD:
+            raise UnsupportedCompressionError(
+                f"unknown compression code {field.data}: this client reads "
+                "NONE(0), LZ4(1), ZLIB(2), ZSTD(3) and SNAPPY(4)"
+            )
 
 
 def _magic_at(view: memoryview, pos: int) -> int:
