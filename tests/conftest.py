@@ -17,13 +17,18 @@ makes names that no other test uses.
 from __future__ import annotations
 
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pulsar_spark.local_broker import LocalBroker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SEEDED_PARTITIONED_TOPICS: dict[str, int] = {"part2": 2, "part3": 3, "part4": 4}
 """Partitioned topics every test run has, shared by all tests."""
@@ -121,3 +126,38 @@ def golden_frame() -> Callable[[str], bytes]:
         return (FRAMES_DIR / name).read_bytes()
 
     return read
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for the whole test run, with the ``pulsar`` format registered.
+
+    Started the first time a test asks for it (starting the JVM takes several seconds) and
+    stopped when the session ends. Spark's Python workers run ``python3`` from ``PATH`` unless
+    told otherwise, so the worker and driver interpreter is pinned to this one before the JVM
+    starts: tasks then import the same pyarrow and pulsar_spark as the tests.
+    """
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYSPARK_PYTHON", sys.executable)
+        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        import pulsar_spark
+
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("pulsar-spark-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        try:
+            pulsar_spark.register(session)
+            yield session
+        finally:
+            session.stop()

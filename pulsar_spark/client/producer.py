@@ -15,11 +15,17 @@ no lock. Every frame is recorded in a FIFO of ``(sequence_id, highest_sequence_i
 before it is written, and the broker's receipts, which arrive in order, pop it from the head
 on the connection's reader thread. When ``max_pending_messages`` messages are without a
 receipt, the next frame waits (under a Condition) for receipts to make room, at most
-``send_timeout`` seconds. Frames are written without waiting for receipts (pipelining).
+``send_timeout`` seconds. Frames are written without waiting for receipts (pipelining). A
+batch frame is written at once; unbatched frames are small, so they are gathered (up to
+64 KiB, ``batch_max_messages`` frames or ``batch_max_delay_ms``, checked on send) and written
+with one socket write, which also happens before any wait and on flush.
 
 A message too large to share a batch travels alone, unbatched; if even compressed it does not
 fit the connection's ``max_message_size`` it is cut into chunks, each a SEND with
 ``is_chunk`` and the message's sequence id. Only the last chunk's receipt completes it.
+Entries are kept ``FRAME_PADDING`` (10 KiB) below that maximum: a broker that advertises no
+maximum (pulsar-lite) is assumed to allow 5 MiB, but the C++ client, under the official Python
+one, then discards entries larger than 5 MiB - 10 KiB as corrupt.
 
 Failure is sticky and loud: a SEND_ERROR, a receipt that does not match the FIFO's head, a lost
 connection or a timeout makes the producer failed, and the error is raised by the next
@@ -57,11 +63,15 @@ from pulsar_spark.protocol.encode import (
     chunks,
     single_message_metadata,
 )
+from pulsar_spark.protocol.framing import FRAME_PADDING
 
 log = logging.getLogger(__name__)
 
 # Room kept for the metadata, keys and properties beside the payload when deciding what fits.
 _METADATA_ROOM = 64 * 1024
+
+# Unbatched SEND frames are gathered up to this many bytes for one socket write.
+_OUTBOX_BYTES = 64 * 1024
 
 # (sequence_id, highest_sequence_id, messages completed by its receipt)
 _InFlight = tuple[int, int, int]
@@ -91,12 +101,20 @@ class Producer:
         self._last_sequence_id_from_broker = success.last_sequence_id
         self._settings = settings
         self._next_sequence_id = settings.initial_sequence_id
-        self._batch = BatchBuilder()
-        self._batch_opened = 0.0
-        # Messages that go unbatched instead of into a batch, and the batch flush size: both
-        # keep a batch below the connection's maximum message size.
-        limit = max((connection.max_message_size - _METADATA_ROOM) // 2, 1)
+        # Copies of settings the per-message path reads, one attribute lookup each.
+        self._unbatched = not settings.batching
+        self._batch_messages = settings.batch_max_messages
+        # Both the size at which a batch is sent and the message size above which a message
+        # travels alone: together they keep a batch below the maximum message size.
+        self._max_entry_size = max(connection.max_message_size - FRAME_PADDING, 1)
+        limit = max((self._max_entry_size - _METADATA_ROOM) // 2, 1)
         self._batch_bytes = min(settings.batch_max_bytes, limit)
+        self._batch = BatchBuilder()
+        self._batch_deadline = 0.0
+        self._outbox: list[bytes] = []
+        self._outbox_size = 0
+        self._outbox_messages = 0
+        self._outbox_deadline = 0.0
         self._state = threading.Condition(threading.Lock())
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._pending = 0
@@ -173,6 +191,11 @@ class Producer:
         return self._name
 
     @property
+    def producer_id(self) -> int:
+        """The id of this producer on its connection (in SEND, receipts and errors)."""
+        return self._producer_id
+
+    @property
     def last_sequence_id_from_broker(self) -> int:
         """``last_sequence_id`` from PRODUCER_SUCCESS: -1 unless the broker deduplicates."""
         return self._last_sequence_id_from_broker
@@ -203,19 +226,20 @@ class Producer:
             self._raise_unusable()
         sequence_id = self._next_sequence_id
         self._next_sequence_id = sequence_id + 1
-        if not self._settings.batching or message.size > self._batch_bytes:
+        value = message.value
+        if self._unbatched or (value is not None and len(value) > self._batch_bytes):
             self._send_batch()
             self._send_alone(message, sequence_id)
             return
         batch = self._batch
         now = time.monotonic()
         if not batch.count:
-            self._batch_opened = now
+            self._batch_deadline = now + self._settings.batch_max_delay
         batch.add(message, sequence_id)
         if (
-            batch.count >= self._settings.batch_max_messages
+            batch.count >= self._batch_messages
             or batch.size >= self._batch_bytes
-            or now - self._batch_opened >= self._settings.batch_max_delay
+            or now >= self._batch_deadline
         ):
             self._send_batch()
 
@@ -224,6 +248,7 @@ class Producer:
         if self._failure is not None or self._closed:
             self._raise_unusable()
         self._send_batch()
+        self._push()
         with self._state:
             self._wait_for(lambda: not self._in_flight, "flush")
 
@@ -272,9 +297,9 @@ class Producer:
             if receipt.sequence_id != sequence_id or _highest_mismatch(receipt, highest):
                 self._fail(
                     RemoteProtocolError(
-                        f"producer {self._name} on {self.topic}: receipt for sequence ids "
-                        f"{receipt.sequence_id}..{receipt.highest_sequence_id} but "
-                        f"{sequence_id}..{highest} is the oldest in flight"
+                        f"producer {self._name} on {self.topic}: receipt for sequence id "
+                        f"{_receipt_ids(receipt)} but the oldest SEND in flight has "
+                        f"{sequence_id}..{highest}"
                     )
                 )
                 return
@@ -341,7 +366,7 @@ class Producer:
         payload = compression.compress(codec, value)
         metadata.compression = codec  # type: ignore[assignment]
         metadata.uncompressed_size = len(value)
-        if metadata.ByteSize() + len(payload) > self._connection.max_message_size:
+        if metadata.ByteSize() + len(payload) > self._max_entry_size:
             self._send_chunks(metadata, value, sequence_id)
             return
         frame = commands.send(
@@ -360,7 +385,7 @@ class Producer:
             metadata,
             value,
             codec=self._settings.codec,
-            max_message_size=self._connection.max_message_size,
+            max_message_size=self._max_entry_size,
         )
         for part, piece in pieces:
             last = part.chunk_id == part.num_chunks_from_msg - 1
@@ -377,17 +402,18 @@ class Producer:
 
     def _check_fits(self, metadata: pb.MessageMetadata, payload: bytes, what: str) -> None:
         size = metadata.ByteSize() + len(payload)
-        if size > self._connection.max_message_size:
+        if size > self._max_entry_size:
             raise LocalProtocolError(
-                f"{what} for {self.topic} is {size} bytes, over the broker's maximum message "
-                f"size of {self._connection.max_message_size} bytes (keys or properties too "
-                "large?)"
+                f"{what} for {self.topic} is {size} bytes, over the maximum entry size of "
+                f"{self._max_entry_size} bytes (keys or properties too large?)"
             )
 
     def _write(self, frame: bytes, entry: _InFlight) -> None:
-        """Record ``entry`` in flight (waiting for room if needed), then write ``frame``."""
+        """Record ``entry`` in flight (waiting for room if needed) and queue ``frame``."""
         messages = entry[2]
         limit = self._settings.max_pending_messages
+        if self._outbox and self._pending + messages > limit:
+            self._push()  # the receipts to wait for are for frames still in the outbox
         with self._state:
             if self._pending and self._pending + messages > limit:
                 self._wait_for(
@@ -395,8 +421,27 @@ class Producer:
                 )
             self._in_flight.append(entry)
             self._pending += messages
+        if not self._outbox:
+            self._outbox_deadline = time.monotonic() + self._settings.batch_max_delay
+        self._outbox.append(frame)
+        self._outbox_size += len(frame)
+        self._outbox_messages += messages
+        if (
+            not self._unbatched
+            or self._outbox_size >= _OUTBOX_BYTES
+            or len(self._outbox) >= self._batch_messages
+            or time.monotonic() >= self._outbox_deadline
+        ):
+            self._push()
+
+    def _push(self) -> None:
+        """Write the queued frames with one socket write; a failure loses them: sticky."""
+        frames, messages = self._outbox, self._outbox_messages
+        if not frames:
+            return
+        self._outbox, self._outbox_size, self._outbox_messages = [], 0, 0
         try:
-            self._connection.send(frame)
+            self._connection.send(frames[0] if len(frames) == 1 else b"".join(frames))
         except PulsarSparkError as exc:
             with self._state:
                 self._fail(exc)
@@ -496,6 +541,12 @@ def _highest_mismatch(receipt: pb.CommandSendReceipt, highest: int) -> bool:
     return receipt.highest_sequence_id not in (0, highest) and receipt.HasField(
         "highest_sequence_id"
     )
+
+
+def _receipt_ids(receipt: pb.CommandSendReceipt) -> str:
+    if receipt.HasField("highest_sequence_id"):
+        return f"{receipt.sequence_id}..{receipt.highest_sequence_id}"
+    return str(receipt.sequence_id)
 
 
 def _now_ms() -> int:

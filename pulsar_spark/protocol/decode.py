@@ -65,15 +65,18 @@ def decode_entry(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) 
 
 
 def message_key(
-    partition_key: str, present: bool, b64: bool, null_key: bool = False
+    partition_key: str | bytes, present: bool, b64: bool, null_key: bool = False
 ) -> bytes | None:
-    """The key column for a message: UTF-8 of a string key, decoded bytes of a base64 key."""
+    """The key column for a message: UTF-8 of a string key, decoded bytes of a base64 key.
+
+    A key that is not valid UTF-8 arrives as bytes and is kept as it was sent."""
     if not present or null_key:
         return None
+    raw = partition_key if isinstance(partition_key, bytes) else partition_key.encode()
     if not b64:
-        return partition_key.encode()
+        return raw
     try:
-        return base64.b64decode(partition_key, validate=True)
+        return base64.b64decode(raw, validate=True)
     except binascii.Error as exc:
         raise CorruptPayloadError(f"partition key {partition_key!r} is not valid base64") from exc
 
@@ -380,7 +383,7 @@ def _walk(info: EntryInfo, base_sequence: int, data: bytes, count: int) -> Messa
             chunks.append(view[end : end + size])
             lengths.append(size)
         if key is not None and not null_key:
-            keys.append(message_key(key.decode(), True, True) if key_b64 else key)
+            keys.append(message_key(key, True, True) if key_b64 else key)
         else:
             keys.append(None)
         props.append(pairs)

@@ -202,8 +202,9 @@ def _pattern(value: str) -> TopicSelection:
         raise ConfigurationError(
             f"option 'topicsPattern': {value!r} is not a regex: {exc}"
         ) from exc
-    if not namespace_part:
-        value = f"persistent://public/default/{value}"
+    if "://" not in value:
+        prefix = "persistent://" if namespace_part else "persistent://public/default/"
+        value = prefix + value
     name = TopicName.parse(value.rpartition("/")[0] + "/x")
     return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
 

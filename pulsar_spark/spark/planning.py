@@ -62,15 +62,23 @@ def resolve_partitions(lookup: Lookup, selection: TopicSelection) -> list[Partit
     topics = (
         list(selection.names) if selection.pattern is None else _match_pattern(lookup, selection)
     )
-    refs: list[PartitionRef] = []
+    refs: dict[str, PartitionRef] = {}
     for topic in topics:
-        count = lookup.partitions(topic)
-        if count == 0:
-            refs.append(PartitionRef(topic, -1, topic))
-        else:
-            name = TopicName.parse(topic)
-            refs.extend(PartitionRef(topic, i, name.partition(i)) for i in range(count))
-    return refs
+        for ref in _partitions_of(lookup, topic):
+            refs.setdefault(ref.name, ref)
+    return list(refs.values())
+
+
+def _partitions_of(lookup: Lookup, topic: str) -> list[PartitionRef]:
+    """One named partition (``t-partition-2``) or every partition of a topic."""
+    name = TopicName.parse(topic)
+    index = name.partition_index
+    if index >= 0 and lookup.partitions(name.base_name) > index:
+        return [PartitionRef(name.base_name, index, name.full_name)]
+    count = lookup.partitions(topic)
+    if count == 0:
+        return [PartitionRef(topic, -1, topic)]
+    return [PartitionRef(topic, i, name.partition(i)) for i in range(count)]
 
 
 def _match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import official_client
 import pulsar
 import pytest
 
@@ -49,13 +50,7 @@ pytestmark = pytest.mark.integration
 
 Type = pb.BaseCommand.Type
 KEYS = ["plain-key", "ключ-кириллица", "鍵-漢字", "🔑🚀", None]
-CODECS = {
-    "none": pulsar.CompressionType.NONE,
-    "lz4": pulsar.CompressionType.LZ4,
-    "zlib": pulsar.CompressionType.ZLib,
-    "zstd": pulsar.CompressionType.ZSTD,
-    "snappy": pulsar.CompressionType.SNAPPY,
-}
+CODECS = official_client.COMPRESSION
 WIRE_CODEC = {"none": pb.NONE, "lz4": pb.LZ4, "zlib": pb.ZLIB, "zstd": pb.ZSTD, "snappy": pb.SNAPPY}
 FAST = ReaderSettings(queue_size=1000, poll_timeout=20.0, request_timeout=10.0)
 

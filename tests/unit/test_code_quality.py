@@ -8,35 +8,26 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+LINTED = ["pulsar_spark", "tests", "benchmarks"]
 
 
-def _tool(name: str) -> str:
-    path = Path(sys.executable).parent / name
-    found = str(path) if path.exists() else shutil.which(name)
-    assert found, f"{name} is not installed: `make test` installs the dev extras"
-    return found
+def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    path = Path(sys.executable).parent / tool
+    found = str(path) if path.exists() else shutil.which(tool)
+    assert found, f"{tool} is not installed: `make test` installs the dev extras"
+    return subprocess.run([found, *args], cwd=ROOT, capture_output=True, text=True, check=False)
 
 
 def test_ruff_check() -> None:
-    result = subprocess.run(
-        [_tool("ruff"), "check", "pulsar_spark", "tests", "benchmarks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = _run("ruff", "check", *LINTED)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ruff_format() -> None:
-    result = subprocess.run(
-        [_tool("ruff"), "format", "--check", "pulsar_spark", "tests", "benchmarks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = _run("ruff", "format", "--check", *LINTED)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy() -> None:
-    result = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
+    result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr

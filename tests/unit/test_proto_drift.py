@@ -50,7 +50,8 @@ def test_generated_module_matches_proto(tmp_path: Path) -> None:
     _without_json_names(compiled.message_type)
     _without_json_names(committed.message_type)
     assert committed == compiled, (
-        "pulsar_spark/protocol/_generated is out of date with proto/pulsar_api.proto: run `make proto`"
+        "pulsar_spark/protocol/_generated is out of date with proto/pulsar_api.proto: "
+        "run `make proto`"
     )
 
 

@@ -1,0 +1,339 @@
+"""Batch read, end to end: the ``pulsar`` source against the official client in ``mapInArrow``.
+
+One broker, one topic of 1,000,000 messages of 100 bytes in 4 partitions, published with the
+official producer (batching on). Then, on ``local[2]``, each side reads the whole topic into
+Spark's ``noop`` sink, twice (a warm-up run, then the measured run):
+
+A. ``spark.read.format("pulsar")...load().write.format("noop").save()``.
+B. What a PySpark user can write today without this package: a DataFrame of the 4 partition
+   topics, repartitioned to 4 tasks, and ``mapInArrow`` where each task reads its partition
+   with ``pulsar.Client.create_reader(partition, MessageId.earliest)`` and ``read_next`` until
+   it reaches the partition's last message id (both known from publishing; the count read is
+   checked against the count published), building Arrow batches of 50,000 rows with the
+   columns the official client exposes (key, value, topic, partition, messageId, publishTime,
+   eventTime, properties, producerName). Duplicate deliveries are dropped by message id, as a
+   correct reader must on brokers that re-dispatch, and a reader that receives nothing for
+   0.5 s is re-opened after the last message read (pulsar-lite sometimes stops dispatching and
+   the official client never recovers by itself; the pulsar source sends one more permit after
+   0.5 s of silence instead).
+
+Each side runs in its own SparkSession (stopped in between), so the peak memory of the Python
+worker processes is measured for that side alone. Row counts are checked outside the timed
+runs. Results go to ``benchmarks/results/bench_read.json``.
+
+    python benchmarks/bench_read.py [--messages 1000000] [--size 100] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    Published,
+    WorkerMemory,
+    add_dataset_arguments,
+    partition_topic,
+    publish_dataset,
+    report,
+    spark_session,
+    start_broker,
+    timer,
+)
+
+B_ROWS_PER_BATCH = 50_000
+B_READ_TIMEOUT_MS = 30_000  # give up when nothing arrives for this long
+B_IDLE_MS = 500  # re-open the reader when nothing arrives for this long
+B_SCHEMA = (
+    "key binary, value binary, topic string, partition int, "
+    "messageId struct<ledgerId: bigint, entryId: bigint, batchIndex: int>, "
+    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
+    "producerName string"
+)
+
+
+def read_with_official_client(batches: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body: each input row names one partition topic and where it ends."""
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield from read_one_partition(row)
+
+
+def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
+    """Read one partition topic from the earliest message up to ``row``'s last message id."""
+    import pulsar
+
+    client = pulsar.Client(
+        row["service_url"],
+        operation_timeout_seconds=30,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
+    topic = row["partition_topic"]
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest, receiver_queue_size=10_000)
+        last = (row["last_ledger"], row["last_entry"], row["last_batch"])
+        seen = (-1, -1, -1)
+        resume_after = None
+        read = idle_ms = 0
+        cols: list[list[Any]] = [[] for _ in range(9)]
+        key, value, ledger, entry, batch, publish, event, props, producer = cols
+        while seen < last:
+            try:
+                msg = reader.read_next(B_IDLE_MS)
+            except pulsar.Timeout:
+                # The broker stopped dispatching (pulsar-lite does, now and then, and the
+                # official client never asks again): open a new reader after the last message.
+                idle_ms += B_IDLE_MS
+                if idle_ms >= B_READ_TIMEOUT_MS:
+                    raise TimeoutError(
+                        f"{topic}: nothing for {B_READ_TIMEOUT_MS} ms after {read} messages; "
+                        f"last id read {seen}, expected up to {last}"
+                    ) from None
+                reader = reopen(client, reader, topic, resume_after)
+                continue
+            idle_ms = 0
+            mid = msg.message_id()
+            current = (mid.ledger_id(), mid.entry_id(), mid.batch_index())
+            if current <= seen:
+                continue  # a re-delivered message
+            seen, resume_after = current, mid
+            read += 1
+            partition_key = msg.partition_key()
+            key.append(partition_key.encode() if partition_key else None)
+            value.append(msg.data())
+            ledger.append(current[0])
+            entry.append(current[1])
+            batch.append(current[2])
+            publish.append(msg.publish_timestamp())
+            event.append(msg.event_timestamp())
+            props.append(list(msg.properties().items()))
+            producer.append(msg.producer_name())
+            if len(value) >= B_ROWS_PER_BATCH:
+                yield to_arrow(cols, row["topic"], row["partition"])
+                for column in cols:
+                    column.clear()
+        if value:
+            yield to_arrow(cols, row["topic"], row["partition"])
+        if read != row["expected"]:
+            raise RuntimeError(f"{topic}: read {read} messages, published {row['expected']}")
+        reader.close()
+    finally:
+        client.close()
+
+
+def reopen(client: Any, reader: Any, topic: str, after: Any) -> Any:
+    """Close ``reader`` and open a new one that starts after message ``after`` (or earliest)."""
+    import pulsar
+
+    reader.close()
+    return client.create_reader(
+        topic, after or pulsar.MessageId.earliest, receiver_queue_size=10_000
+    )
+
+
+def to_arrow(cols: list[list[Any]], topic: str, partition: int) -> Any:
+    """One record batch of ``B_SCHEMA`` from the column lists (copied, so they can be reused)."""
+    import pyarrow as pa
+
+    key, value, ledger, entry, batch, publish, event, props, producer = cols
+    rows = len(value)
+    timestamp = pa.timestamp("us", tz="UTC")
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(key, pa.binary()),
+            pa.array(value, pa.binary()),
+            pa.array([topic] * rows, pa.string()),
+            pa.array([partition] * rows, pa.int32()),
+            pa.StructArray.from_arrays(
+                [
+                    pa.array(ledger, pa.int64()),
+                    pa.array(entry, pa.int64()),
+                    pa.array(batch, pa.int32()),
+                ],
+                names=["ledgerId", "entryId", "batchIndex"],
+            ),
+            pa.array([t * 1000 for t in publish], timestamp),
+            pa.array([t * 1000 if t else None for t in event], timestamp),
+            pa.array(props, pa.map_(pa.string(), pa.string())),
+            pa.array(producer, pa.string()),
+        ],
+        names=[
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "messageId",
+            "publishTime",
+            "eventTime",
+            "properties",
+            "producerName",
+        ],
+    )
+
+
+def side_a(spark: Any, service_url: str, topic: str) -> Any:
+    return (
+        spark.read.format("pulsar").option("service.url", service_url).option("topic", topic).load()
+    )
+
+
+def side_b(spark: Any, service_url: str, published: Published) -> Any:
+    rows = [
+        (
+            service_url,
+            published.topic,
+            partition_topic(published.topic, i),
+            i,
+            published.counts[i],
+            *published.last_ids[i],
+        )
+        for i in range(published.partitions)
+    ]
+    partitions = spark.createDataFrame(
+        rows,
+        "service_url string, topic string, partition_topic string, partition int, "
+        "expected bigint, last_ledger bigint, last_entry bigint, last_batch int",
+    ).repartition(published.partitions)
+    return partitions.mapInArrow(read_with_official_client, B_SCHEMA)
+
+
+def measure(
+    label: str, make_df: Callable[[], Any], runs: int, messages: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Run ``noop`` writes ``runs`` times, then count rows once (untimed).
+
+    A failed run is recorded with its error and the next one still runs.
+    """
+    results = []
+    for run in range(runs):
+        kind = "warm-up" if run == 0 and runs > 1 else "measured"
+        try:
+            with WorkerMemory() as memory, timer() as elapsed:
+                make_df().write.format("noop").mode("overwrite").save()
+        except Exception as exc:
+            error = short_error(exc)
+            print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
+            results.append({"side": label, "run": kind, "error": error})
+            continue
+        seconds = elapsed["seconds"]
+        results.append(
+            {
+                "side": label,
+                "run": kind,
+                "seconds": round(seconds, 3),
+                "msg_per_s": round(messages / seconds),
+                **memory.peak.summary(),
+            }
+        )
+        print(
+            f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
+            f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
+            f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
+            "processes)",
+            flush=True,
+        )
+    count: int | None = None
+    try:
+        with timer() as elapsed:
+            count = make_df().count()
+        print(f"  {label} count: {count:,} ({elapsed['seconds']:.1f} s, untimed)", flush=True)
+    except Exception as exc:
+        print(f"  {label} count: FAILED: {short_error(exc)}", flush=True)
+    return results, count
+
+
+def short_error(exc: BaseException) -> str:
+    """The line of a (possibly long, JVM-wrapped) error that says what went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("TimeoutError:", "RuntimeError:", "_pulsar.")):
+            return line[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def last_measured(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    done = [r for r in runs if "error" not in r and r["run"] == "measured"]
+    return done[-1] if done else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_dataset_arguments(parser)
+    parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
+    args = parser.parse_args()
+
+    broker = start_broker("bench", args.partitions)
+    try:
+        published = publish_dataset(broker, args)
+        url, topic = broker.service_url, published.topic
+
+        print("A: spark.read.format('pulsar') -> noop", flush=True)
+        spark = spark_session("bench_read_A")
+        try:
+            a_runs, a_count = measure(
+                "A pulsar source", lambda: side_a(spark, url, topic), args.runs, args.messages
+            )
+        finally:
+            spark.stop()
+
+        print("B: mapInArrow + official client reader -> noop", flush=True)
+        spark = spark_session("bench_read_B")
+        try:
+            b_runs, b_count = measure(
+                "B official client in mapInArrow",
+                lambda: side_b(spark, url, published),
+                args.runs,
+                args.messages,
+            )
+        finally:
+            spark.stop()
+    finally:
+        broker.stop()
+
+    a, b = last_measured(a_runs), last_measured(b_runs)
+    ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
+    rows = [
+        [
+            r["side"],
+            r["run"],
+            r.get("seconds", "failed"),
+            r.get("msg_per_s", "-"),
+            r.get("max_worker_rss_mb", "-"),
+            r.get("max_total_rss_mb", "-"),
+        ]
+        for r in a_runs + b_runs
+    ]
+    counts_ok = a_count == b_count == args.messages
+    print(f"\nA/B (last measured runs): {ratio}x   row counts: A {a_count}, B {b_count}")
+    report(
+        "bench_read",
+        ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB"],
+        rows,
+        {
+            "published": published.summary(),
+            "runs": a_runs + b_runs,
+            "ratio_a_over_b": ratio,
+            "counts": {"A": a_count, "B": b_count},
+            "counts_ok": counts_ok,
+        },
+    )
+    failed = [
+        f"{r['side']} run {i + 1}"
+        for runs in (a_runs, b_runs)
+        for i, r in enumerate(runs)
+        if "error" in r
+    ]
+    if failed or not counts_ok:
+        sys.exit(
+            f"failed runs: {failed or 'none'}; row counts A {a_count}, B {b_count} "
+            f"(expected {args.messages:,})"
+        )
+
+
+if __name__ == "__main__":
+    main()

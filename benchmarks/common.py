@@ -1,0 +1,487 @@
+"""Helpers shared by the end-to-end benchmarks: broker, data, Spark session, timing, memory.
+
+- :func:`start_broker` runs a local pulsar-lite broker with one partitioned topic.
+- :func:`publish` fills that topic with the official Apache Pulsar producer (``pulsar-client``),
+  batching on, messages spread round-robin over the partitions, and returns how many messages
+  each partition holds and the id of its last message.
+- :func:`spark_session` builds a ``local[2]`` session whose Python workers use this interpreter,
+  with the ``pulsar`` source registered.
+- :class:`WorkerMemory` samples the resident memory of Spark's Python worker processes.
+- :func:`report` prints a results table and writes it to ``benchmarks/results/<name>.json``.
+
+Every wait here is bounded: publishing raises if the broker has not confirmed the last message
+of every partition within ``timeout`` seconds, and a rejected send raises too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.topic import full_topic_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker")
+DEFAULT_TOPIC = "bench"
+DEFAULT_PARTITIONS = 4
+
+
+# --------------------------------------------------------------------------- broker and data
+
+
+def start_broker(topic: str = DEFAULT_TOPIC, partitions: int = DEFAULT_PARTITIONS) -> LocalBroker:
+    """A fresh broker (temporary data directory) where ``topic`` has ``partitions`` partitions."""
+    return LocalBroker.start(partitioned_topics={topic: partitions})
+
+
+def partition_topic(topic: str, index: int) -> str:
+    return f"{full_topic_name(topic)}-partition-{index}"
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--messages``, ``--size`` and ``--partitions``: the data every benchmark publishes."""
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
+
+
+def publish_dataset(broker: LocalBroker, args: argparse.Namespace) -> Published:
+    """Publish the data ``args`` describes to ``broker`` with the official producer."""
+    print(
+        f"publishing {args.messages:,} x {args.size} B to {args.partitions} partitions "
+        "with the official producer ...",
+        flush=True,
+    )
+    published = publish(
+        broker.service_url,
+        DEFAULT_TOPIC,
+        partitions=args.partitions,
+        messages=args.messages,
+        size=args.size,
+    )
+    print(f"  {published.seconds:.1f} s, {published.rate:,.0f} msg/s", flush=True)
+    return published
+
+
+@dataclass
+class Published:
+    """What :func:`publish` wrote: per partition, the message count and last message id."""
+
+    topic: str
+    partitions: int
+    messages: int
+    size: int
+    seconds: float
+    counts: list[int]
+    last_ids: list[tuple[int, int, int]]  # (ledger, entry, batch index) per partition
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "message_bytes": self.size,
+            "partitions": self.partitions,
+            "seconds": round(self.seconds, 3),
+            "msg_per_s": round(self.rate),
+            "per_partition": self.counts,
+        }
+
+
+def quiet_pulsar_logger() -> Any:
+    """A logger for ``pulsar.Client`` that only reports errors (INFO is one line per event)."""
+    import pulsar
+
+    return pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+
+
+def publish(
+    service_url: str,
+    topic: str = DEFAULT_TOPIC,
+    *,
+    partitions: int = DEFAULT_PARTITIONS,
+    messages: int = 1_000_000,
+    size: int = 100,
+    processes: int | None = None,
+    timeout: float = 300.0,
+) -> Published:
+    """Publish ``messages`` payloads of ``size`` random bytes with the official producer.
+
+    Message ``i`` goes to partition ``i % partitions``. Each partition topic
+    (``<topic>-partition-i``) gets its own producer: batching on (1000 messages, 1 MiB or
+    10 ms), ``send_async`` + ``flush``, blocking when 50,000 sends are pending. The partitions
+    are shared out over ``processes`` child processes (default: one per CPU, at most one per
+    partition), since one Python thread cannot feed the C++ producers fast enough.
+    """
+    workers = max(1, min(partitions, processes or os.cpu_count() or 1))
+    counts = [
+        messages // partitions + (1 if i < messages % partitions else 0) for i in range(partitions)
+    ]
+    groups = [list(range(partitions))[w::workers] for w in range(workers)]
+    context = multiprocessing.get_context("spawn")  # never fork a process that may run a JVM
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        # Start the children before the clock: interpreter start-up is not publishing.
+        list(pool.map(_ready, range(workers)))
+        start = time.perf_counter()
+        futures = [
+            pool.submit(
+                _publish_partitions,
+                service_url,
+                topic,
+                {i: counts[i] for i in group},
+                size,
+                timeout,
+            )
+            for group in groups
+        ]
+        last_ids: dict[int, tuple[int, int, int]] = {}
+        for future in futures:
+            last_ids.update(future.result(timeout=timeout + 60))
+        seconds = time.perf_counter() - start
+    return Published(
+        topic=full_topic_name(topic),
+        partitions=partitions,
+        messages=messages,
+        size=size,
+        seconds=seconds,
+        counts=counts,
+        last_ids=[last_ids[i] for i in range(partitions)],
+    )
+
+
+def _ready(_: int) -> bool:
+    import pulsar  # noqa: F401  (imported once, outside the timed region)
+
+    return True
+
+
+def _publish_partitions(
+    service_url: str, topic: str, counts: dict[int, int], size: int, timeout: float
+) -> dict[int, tuple[int, int, int]]:
+    """In a child process: send ``counts[i]`` messages to partition ``i``, interleaved.
+
+    Returns each partition's last message id as (ledger, entry, batch index). Only the last
+    send of a partition carries a Python callback; the others use a C-implemented no-op so
+    the client's I/O thread does not contend for the GIL once per message.
+    """
+    import pulsar
+
+    payloads = [os.urandom(size) for _ in range(1024)]
+    results: dict[int, tuple[int, int, int]] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def on_last(index: int) -> Any:
+        def callback(result: Any, message_id: Any) -> None:
+            with lock:
+                if result != pulsar.Result.Ok:
+                    errors.append(f"partition {index}: {result}")
+                else:
+                    results[index] = (
+                        message_id.ledger_id(),
+                        message_id.entry_id(),
+                        message_id.batch_index(),
+                    )
+                if len(results) + len(errors) == len(counts):
+                    done.set()
+
+        return callback
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_pulsar_logger())
+    try:
+        producers = {
+            index: client.create_producer(
+                partition_topic(topic, index),
+                batching_enabled=True,
+                batching_max_messages=1000,
+                batching_max_allowed_size_in_bytes=1 << 20,
+                batching_max_publish_delay_ms=10,
+                max_pending_messages=50_000,
+                block_if_queue_full=True,
+                send_timeout_millis=int(timeout * 1000),
+            )
+            for index in counts
+        }
+        order = sorted(counts)
+        pool = len(payloads)
+        sent = 0
+        # Round-robin over this process's partitions until each has its count.
+        for n in range(max(counts.values())):
+            for index in order:
+                if n >= counts[index]:
+                    continue
+                last = n == counts[index] - 1
+                producers[index].send_async(
+                    payloads[sent % pool], on_last(index) if last else _NO_OP_CALLBACK
+                )
+                sent += 1
+        for producer in producers.values():
+            producer.flush()
+        if not done.wait(timeout):
+            raise TimeoutError(f"no receipt for the last messages within {timeout:g}s")
+        for producer in producers.values():
+            producer.close()
+    finally:
+        client.close()
+    if errors:
+        raise RuntimeError(f"publishing failed: {errors}")
+    return results
+
+
+# A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
+_NO_OP_CALLBACK = slice
+
+
+# ---------------------------------------------------------------------------- Spark
+
+
+def spark_session(app: str, *, extra: dict[str, str] | None = None) -> SparkSession:
+    """A ``local[2]`` session whose Python workers run this interpreter; ``pulsar`` registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    repo = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    if repo not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, path) if p)
+
+    from pyspark.sql import SparkSession
+
+    import pulsar_spark
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    pulsar_spark.register(spark)
+    return spark
+
+
+# ---------------------------------------------------------------------------- measuring
+
+
+@contextmanager
+def timer() -> Iterator[dict[str, float]]:
+    """``with timer() as t: ...`` then ``t["seconds"]``."""
+    result: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        yield result
+    finally:
+        result["seconds"] = time.perf_counter() - start
+
+
+@dataclass
+class MemoryPeak:
+    max_worker_rss_mb: float = 0.0  # the largest single executor worker process
+    max_total_rss_mb: float = 0.0  # the largest sum over executor worker processes at one time
+    max_all_rss_mb: float = 0.0  # the same, including the driver-side planner workers
+    max_workers: int = 0
+    samples: int = 0
+    pids: set[int] = field(default_factory=set)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "max_worker_rss_mb": round(self.max_worker_rss_mb, 1),
+            "max_total_rss_mb": round(self.max_total_rss_mb, 1),
+            "max_all_python_rss_mb": round(self.max_all_rss_mb, 1),
+            "max_workers": self.max_workers,
+            "samples": self.samples,
+        }
+
+
+class WorkerMemory:
+    """Samples the resident memory of Spark's Python workers every ``interval`` s in a thread.
+
+    Workers are found through ``/proc``: processes whose command line mentions
+    ``pyspark.daemon`` or ``pyspark/worker``. Executor workers are the ``pyspark.daemon
+    pyspark.worker`` daemon and the processes it forks, one per running task (reused across
+    tasks); the other daemons (``pyspark.daemon pyspark.sql.worker.<step>``) are the
+    driver-side planner workers, counted only in ``max_all_rss_mb``. Forked workers share pages
+    with their daemon, so sums over-count shared memory. Use as a context manager around the
+    measured action; ``peak`` holds the result afterwards.
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peak = MemoryPeak()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-rss", daemon=True)
+        self._page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()  # one last look
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def _sample(self) -> None:
+        executor: list[int] = []
+        everything = 0
+        for pid, rss_kb, is_executor in self._workers():
+            everything += rss_kb
+            if is_executor:
+                executor.append(rss_kb)
+                self.peak.pids.add(pid)
+        peak = self.peak
+        peak.samples += 1
+        peak.max_all_rss_mb = max(peak.max_all_rss_mb, everything / 1024)
+        if executor:
+            peak.max_worker_rss_mb = max(peak.max_worker_rss_mb, max(executor) / 1024)
+            peak.max_total_rss_mb = max(peak.max_total_rss_mb, sum(executor) / 1024)
+            peak.max_workers = max(peak.max_workers, len(executor))
+
+    def _workers(self) -> Iterator[tuple[int, int, bool]]:
+        """(pid, resident KiB, is an executor worker) of this process's Python workers.
+
+        Only descendants of this process count (this process starts the JVM, which starts
+        the workers): other Spark applications on the same machine are left out.
+        """
+        me = os.getpid()
+        parents: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as f:
+                        # "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+                        parents[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue  # the process ended between listing and reading
+        for pid in parents:
+            if not _descends_from(pid, me, parents):
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace").split("\0")
+                cmdline = " ".join(args)
+                if not any(marker in cmdline for marker in WORKER_MARKERS):
+                    continue
+                with open(f"/proc/{pid}/statm", "rb") as f:
+                    resident_pages = int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            is_executor = "pyspark.worker" in args or any("pyspark/worker" in a for a in args)
+            yield pid, resident_pages * self._page_kb, is_executor
+
+
+def _descends_from(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
+    for _ in range(64):  # process trees are shallow; the bound guards against pid reuse loops
+        pid = parents.get(pid, 0)
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
+# ---------------------------------------------------------------------------- reporting
+
+
+def machine() -> dict[str, Any]:
+    import pyarrow
+    import pyspark
+
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "pyarrow": pyarrow.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table; numbers are right-aligned and get thousands separators."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, bool) or value is None:
+            return str(value)
+        if isinstance(value, int):
+            return f"{value:,}"
+        if isinstance(value, float):
+            return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+        return str(value)
+
+    text = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in text]) for i, h in enumerate(headers)]
+    numeric = [
+        all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) for row in rows)
+        for i in range(len(headers))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    out = [line(list(headers)), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in text)
+    return "\n".join(out)
+
+
+def report(
+    name: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    details: dict[str, Any],
+) -> Path:
+    """Print the table and write ``{"rows": ..., **details}`` to ``results/<name>.json``."""
+    print()
+    print(format_table(headers, rows))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    document = {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "columns": list(headers),
+        "rows": [list(r) for r in rows],
+        **details,
+    }
+    path.write_text(json.dumps(document, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+    print(f"\nwritten to {path}")
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, set):
+        return sorted(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

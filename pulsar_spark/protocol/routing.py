@@ -1,0 +1,205 @@
+"""Choosing the partition of an outgoing message, compatible with Java producers.
+
+Keyed messages go where a Java producer with its default router would put them:
+``(String.hashCode(key) & 0x7FFFFFFF) % partitions``. ``String.hashCode`` is
+``h = 31 * h + unit`` over the key's UTF-16 code units in signed 32-bit arithmetic, so a
+character outside the Basic Multilingual Plane (an emoji) counts as its two surrogate units.
+For binary keys the key is the base64 text that travels as ``partition_key``.
+
+- :func:`java_string_hash` hashes one key (ASCII keys skip the UTF-16 encoding).
+- :func:`partitions_for_keys` routes a whole column of keys at once with numpy. It uses the
+  prefix-sum form of the polynomial: 31 is odd, hence invertible modulo 2**32, so with
+  ``G[j] = sum(unit[i] * 31**-i)`` over the concatenated keys, the hash of the key spanning
+  ``[s, e)`` is ``31**(e-1) * (G[e-1] - G[s-1])``, every operation wrapping at 32 bits.
+- :class:`RoundRobin` spreads unkeyed messages, one run (typically a batch) per partition.
+
+No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Sequence
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+
+UNKEYED = -1
+"""What :func:`partitions_for_keys` returns for a ``None`` key: routing is the caller's choice."""
+
+_MASK32 = 0xFFFFFFFF
+_SIGN_BIT = 0x80000000
+_NON_NEGATIVE = 0x7FFFFFFF
+_INVERSE_31 = pow(31, -1, 1 << 32)
+# UTF-16 in the machine's byte order, so the bytes can be read as uint16 code units. Lone
+# surrogates, which Java strings may hold, are encoded as the single unit they are.
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+# The scalar hash lets its integer grow for this many units before cutting it to 32 bits.
+_BLOCK = 64
+
+# Below this many keys numpy's fixed cost outweighs its per-key savings.
+_VECTOR_MIN_KEYS = 64
+# Keys are hashed in groups of at most this many UTF-16 units, bounding temporary arrays.
+_GROUP_UNITS = 1 << 18
+
+_U32 = np.uint32
+_Units = npt.NDArray[np.uint32]
+
+
+def java_string_hash(key: str) -> int:
+    """Java's ``key.hashCode()``: a signed 32-bit int."""
+    unsigned = _unsigned_hash(key)
+    return unsigned - (1 << 32) if unsigned & _SIGN_BIT else unsigned
+
+
+def partition_for_key(key: str, partitions: int) -> int:
+    """The partition a Java producer's default router picks for ``key``."""
+    if partitions <= 1:
+        return 0
+    return (_unsigned_hash(key) & _NON_NEGATIVE) % partitions
+
+
+def partitions_for_keys(keys: Sequence[str | None], partitions: int) -> list[int]:
+    """:func:`partition_for_key` for every key; ``None`` keys map to :data:`UNKEYED`."""
+    if partitions <= 1:
+        return [UNKEYED if key is None else 0 for key in keys]
+    if len(keys) < _VECTOR_MIN_KEYS:
+        return _partitions_scalar(keys, partitions)
+    if None not in keys:
+        return _partitions_vector(cast("Sequence[str]", keys), partitions)
+    present = [key for key in keys if key is not None]
+    routed = _partitions_vector(present, partitions) if present else []
+    found = iter(routed)
+    return [UNKEYED if key is None else next(found) for key in keys]
+
+
+class RoundRobin:
+    """Partition chooser for unkeyed messages: each call moves on to the next partition.
+
+    Call :meth:`next_partition` once per run of messages that should stay together (a batch,
+    an Arrow record batch), as Java and C++ producers switch partitions per batch rather than
+    per message. The first partition is random unless ``start`` is given, so writers that
+    start at the same time do not all load partition 0.
+    """
+
+    def __init__(self, partitions: int, *, start: int | None = None) -> None:
+        """Cycle over ``range(partitions)`` (a single partition when ``partitions <= 1``)."""
+        self.partitions = max(partitions, 1)
+        first = random.randrange(self.partitions) if start is None else start
+        self._next = first % self.partitions
+
+    def next_partition(self) -> int:
+        """The partition for the next run of unkeyed messages."""
+        chosen = self._next
+        self._next = (chosen + 1) % self.partitions
+        return chosen
+
+
+# --- scalar hashing --------------------------------------------------------------------------
+
+
+def _unsigned_hash(key: str) -> int:
+    """``key.hashCode()`` as an unsigned 32-bit value."""
+    if key.isascii():
+        return _hash_units(key.encode("ascii"))
+    return _hash_units(memoryview(key.encode(_UTF16_NATIVE, "surrogatepass")).cast("H"))
+
+
+def _hash_units(units: Sequence[int]) -> int:
+    # Horner's rule; the 32-bit wrap-around is applied once per block, not per unit.
+    unsigned = 0
+    if len(units) <= _BLOCK:
+        for unit in units:
+            unsigned = 31 * unsigned + unit
+        return unsigned & _MASK32
+    for start in range(0, len(units), _BLOCK):
+        for unit in units[start : start + _BLOCK]:
+            unsigned = 31 * unsigned + unit
+        unsigned &= _MASK32
+    return unsigned
+
+
+def _partitions_scalar(keys: Sequence[str | None], partitions: int) -> list[int]:
+    cache: dict[str, int] = {}
+    out = []
+    for key in keys:
+        if key is None:
+            out.append(UNKEYED)
+            continue
+        partition = cache.get(key)
+        if partition is None:
+            partition = cache[key] = (_unsigned_hash(key) & _NON_NEGATIVE) % partitions
+        out.append(partition)
+    return out
+
+
+# --- vectorized hashing ----------------------------------------------------------------------
+
+
+def _partitions_vector(keys: Sequence[str], partitions: int) -> list[int]:
+    text = "".join(keys)
+    if text.isascii():
+        units: npt.NDArray[np.uint8 | np.uint16] = np.frombuffer(text.encode(), dtype=np.uint8)
+        lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    else:
+        units = np.frombuffer(text.encode(_UTF16_NATIVE, "surrogatepass"), dtype=np.uint16)
+        sizes = (len(key.encode(_UTF16_NATIVE, "surrogatepass")) // 2 for key in keys)
+        lengths = np.fromiter(sizes, dtype=np.int64, count=len(keys))
+    ends = np.cumsum(lengths)
+    hashes = np.empty(len(keys), dtype=_U32)
+    first = 0
+    while first < len(keys):
+        first = _hash_group(keys, units, ends, first, hashes)
+    routed: list[int] = ((hashes & _U32(_NON_NEGATIVE)) % _U32(partitions)).tolist()
+    return routed
+
+
+def _hash_group(
+    keys: Sequence[str],
+    units: npt.NDArray[np.uint8 | np.uint16],
+    ends: npt.NDArray[np.int64],
+    first: int,
+    out: _Units,
+) -> int:
+    """Hash the keys from ``first`` spanning at most _GROUP_UNITS units into ``out``.
+
+    Returns the index of the first key not hashed yet.
+    """
+    origin = int(ends[first - 1]) if first else 0
+    stop = int(np.searchsorted(ends, origin + _GROUP_UNITS, side="right"))
+    if stop == first:  # one key longer than a whole group
+        out[first] = _unsigned_hash(keys[first])
+        return first + 1
+    group_ends = ends[first:stop] - origin
+    group_starts = np.concatenate(([0], group_ends[:-1]))
+    total = int(group_ends[-1])
+    inverse, forward = _power_tables()
+    # prefix[j] = sum of units[i] * 31**-i for i < j, so a key's slice gives its hash / 31**(e-1)
+    prefix = np.zeros(total + 1, dtype=_U32)
+    np.cumsum(units[origin : origin + total] * inverse[:total], dtype=_U32, out=prefix[1:])
+    out[first:stop] = (prefix[group_ends] - prefix[group_starts]) * forward[group_ends]
+    return stop
+
+
+_tables: tuple[_Units, _Units] | None = None
+
+
+def _power_tables() -> tuple[_Units, _Units]:
+    """``31**-i`` at index i, and ``31**(e-1)`` at index e (0 at index 0), for one group."""
+    global _tables  # noqa: PLW0603 - built once, on first use, then read-only
+    if _tables is None:
+        inverse = _powers(_INVERSE_31, _GROUP_UNITS)
+        forward = np.concatenate((np.zeros(1, dtype=_U32), _powers(31, _GROUP_UNITS)))
+        _tables = (inverse, forward)
+    return _tables
+
+
+def _powers(base: int, count: int) -> _Units:
+    """``base**i`` modulo 2**32 for i in 0..count-1."""
+    steps = np.full(count, base, dtype=_U32)
+    steps[0] = 1
+    powers: _Units = np.cumprod(steps, dtype=_U32)
+    return powers
