@@ -18,7 +18,8 @@ permits arrive). Within a partition ids only grow, so any entry at or below the 
 handled is a duplicate and dropped; its permits still count as consumed.
 
 If nothing arrives for ``nudge_interval`` while the end is not reached, the reader sends one
-extra permit, which restarts a stalled dispatch. If nothing arrives for ``poll_timeout``, it
+extra permit, which restarts a stalled dispatch; while the silence lasts the wait doubles, up
+to ``max_nudge_interval``, so a quiet broker is not flooded with permits. If nothing arrives for ``poll_timeout``, it
 raises: a range that cannot be completed is an error, never a silently short result.
 
 Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
@@ -82,7 +83,8 @@ class RawEntry:
 class ReaderSettings:
     queue_size: int = 50_000
     poll_timeout: float = 120.0
-    nudge_interval: float = 0.5
+    nudge_interval: float = 0.02
+    max_nudge_interval: float = 0.5
     request_timeout: float = 30.0
 
 
@@ -141,18 +143,21 @@ class RangeReader:
         consumed = 0
         last: tuple[int, int] | None = None
         idle_since = time.monotonic()
+        wait = self.settings.nudge_interval
         ended_at: float | None = None  # when the end entry was passed
         while ended_at is None or pending_chunks():
             if ended_at is not None and time.monotonic() - ended_at >= self.settings.poll_timeout:
                 log.warning("%s: dropping an incomplete chunked message", self.range.topic)
                 return
-            delivery = consumer.receive(self.settings.nudge_interval)
+            delivery = consumer.receive(wait)
             if delivery is None:
                 if ended_at is None:
                     self._on_idle(consumer, idle_since, last)
                 consumer.flow(1)
+                wait = min(wait * 2, self.settings.max_nudge_interval)
                 continue
             idle_since = time.monotonic()
+            wait = self.settings.nudge_interval
             raw = RawEntry(delivery.message, parse_payload_section(delivery.payload or b""))
             consumed += raw.message_count
             if consumed * 2 >= window:

@@ -1007,6 +1007,34 @@ def message_frame(consumer_id: int, entry: int, value: bytes, *, corrupt: bool) 
     return encode_payload_frame(command, bytes(section))
 
 
+def serve_one_consumer(server: FakeBroker, sock: socket.socket, frame: Frame) -> bool:
+    """Answer the handshake, lookup and subscription commands a reader sends; False for others."""
+    command = frame.command
+    kind = command.type
+    if kind == Type.CONNECT:
+        sock.sendall(connected_frame())
+    elif kind == Type.LOOKUP:
+        response = pb.CommandLookupTopicResponse(
+            brokerServiceUrl=server.url,
+            response=pb.CommandLookupTopicResponse.Connect,
+            request_id=command.lookupTopic.request_id,
+        )
+        sock.sendall(
+            encode_command(pb.BaseCommand(type=Type.LOOKUP_RESPONSE, lookupTopicResponse=response))
+        )
+    elif kind in (Type.SUBSCRIBE, Type.UNSUBSCRIBE, Type.CLOSE_CONSUMER):
+        body = {
+            Type.SUBSCRIBE: command.subscribe,
+            Type.UNSUBSCRIBE: command.unsubscribe,
+            Type.CLOSE_CONSUMER: command.close_consumer,
+        }[kind]
+        success = pb.CommandSuccess(request_id=body.request_id)
+        sock.sendall(encode_command(pb.BaseCommand(type=Type.SUCCESS, success=success)))
+    else:
+        return False
+    return True
+
+
 def test_corrupted_checksum_fails_the_reader(
     fake_broker: Callable[[Handler], FakeBroker], pool: ConnectionPool
 ) -> None:
@@ -1014,29 +1042,9 @@ def test_corrupted_checksum_fails_the_reader(
 
     def handler(server: FakeBroker, sock: socket.socket, frame: Frame) -> None:
         command = frame.command
-        kind = command.type
-        if kind == Type.CONNECT:
-            sock.sendall(connected_frame())
-        elif kind == Type.LOOKUP:
-            response = pb.CommandLookupTopicResponse(
-                brokerServiceUrl=server.url,
-                response=pb.CommandLookupTopicResponse.Connect,
-                request_id=command.lookupTopic.request_id,
-            )
-            sock.sendall(
-                encode_command(
-                    pb.BaseCommand(type=Type.LOOKUP_RESPONSE, lookupTopicResponse=response)
-                )
-            )
-        elif kind in (Type.SUBSCRIBE, Type.UNSUBSCRIBE, Type.CLOSE_CONSUMER):
-            body = {
-                Type.SUBSCRIBE: command.subscribe,
-                Type.UNSUBSCRIBE: command.unsubscribe,
-                Type.CLOSE_CONSUMER: command.close_consumer,
-            }[kind]
-            success = pb.CommandSuccess(request_id=body.request_id)
-            sock.sendall(encode_command(pb.BaseCommand(type=Type.SUCCESS, success=success)))
-        elif kind == Type.FLOW and not sent_messages.is_set():
+        if serve_one_consumer(server, sock, frame):
+            return
+        if command.type == Type.FLOW and not sent_messages.is_set():
             sent_messages.set()
             consumer_id = command.flow.consumer_id
             sock.sendall(
@@ -1087,3 +1095,36 @@ def test_corrupted_checksum_fails_the_reader(
     assert subscribe.topic == topic
     assert subscribe.durable is False
     assert subscribe.start_message_id.ledgerId == (1 << 64) - 1
+
+
+def test_stalled_dispatch_is_nudged_with_one_permit(
+    fake_broker: Callable[[Handler], FakeBroker], pool: ConnectionPool
+) -> None:
+    """A broker that stops dispatching although permits are left (as pulsar-lite sometimes
+    does) gets one more permit after a short silence; here every entry after the first is
+    only sent in answer to such a nudge."""
+    values = [b"first", b"after one nudge", b"after two nudges"]
+    flows: list[int] = []
+
+    def handler(server: FakeBroker, sock: socket.socket, frame: Frame) -> None:
+        if serve_one_consumer(server, sock, frame) or frame.command.type != Type.FLOW:
+            return
+        flow = frame.command.flow
+        flows.append(flow.messagePermits)
+        entry = len(flows) - 1
+        if entry < len(values):
+            sock.sendall(message_frame(flow.consumer_id, entry, values[entry], corrupt=False))
+
+    server = fake_broker(handler)
+    lookup = Lookup(server.url, pool, timeout=5.0)
+    reader = RangeReader(
+        lookup,
+        ReadRange("persistent://public/default/stalls", MessageId.earliest(), MessageId(5, 2)),
+        ReaderSettings(queue_size=100, poll_timeout=5.0, request_timeout=5.0),
+    )
+    started = time.monotonic()
+    got = [row.value for columns in reader for row in columns_rows(columns)]
+    assert got == values
+    assert flows == [100, 1, 1]
+    assert reader.nudges == 2
+    assert time.monotonic() - started < 2.0  # nudged after 20-40 ms of silence, not seconds
