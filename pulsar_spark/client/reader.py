@@ -19,8 +19,9 @@ handled is a duplicate and dropped; its permits still count as consumed.
 
 If nothing arrives for ``nudge_interval`` while the end is not reached, the reader sends one
 extra permit, which restarts a stalled dispatch; while the silence lasts the wait doubles, up
-to ``max_nudge_interval``, so a quiet broker is not flooded with permits. If nothing arrives for ``poll_timeout``, it
-raises: a range that cannot be completed is an error, never a silently short result.
+to ``max_nudge_interval``, so a quiet broker is not flooded with permits. If nothing arrives
+for ``poll_timeout``, it raises: a range that cannot be completed is an error, never a silently
+short result.
 
 Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
 entry). A chunked message is delivered once its last chunk arrives, with that chunk's id.
