@@ -9,6 +9,8 @@ batch. The batch goes out as one SEND frame once it holds ``batch_max_messages``
 ``batch_max_bytes`` bytes, or when a send finds it open for longer than
 ``batch_max_delay_ms``. There is no timer thread: a batch left open is sent by the next
 :meth:`~Producer.send`, :meth:`~Producer.flush` or :meth:`~Producer.close`.
+:meth:`Producer.send_columns` does the same for many messages given as columns: their batch
+records are built together, and each batch takes as many as it has room for.
 
 Flow control counts messages per SEND frame, not per message, so the per-message path takes
 no lock. Every frame is recorded in a FIFO of ``(sequence_id, highest_sequence_id, messages)``
@@ -59,8 +61,10 @@ from pulsar_spark.errors import (
 from pulsar_spark.protocol import commands, compression, pb
 from pulsar_spark.protocol.encode import (
     BatchBuilder,
+    MessageColumns,
     OutgoingMessage,
     chunks,
+    encode_records,
     single_message_metadata,
 )
 from pulsar_spark.protocol.framing import FRAME_PADDING
@@ -231,17 +235,26 @@ class Producer:
             self._send_batch()
             self._send_alone(message, sequence_id)
             return
-        batch = self._batch
-        now = time.monotonic()
-        if not batch.count:
-            self._batch_deadline = now + self._settings.batch_max_delay
-        batch.add(message, sequence_id)
-        if (
-            batch.count >= self._batch_messages
-            or batch.size >= self._batch_bytes
-            or now >= self._batch_deadline
-        ):
+        now = self._batch_clock()
+        self._batch.add(message, sequence_id)
+        self._send_batch_if_full(now)
+
+    def send_columns(self, columns: MessageColumns) -> None:
+        """Queue every row of ``columns``, in order: the same as :meth:`send` for each row's
+        message, with the batch records of many rows built at once.
+        """
+        if self._failure is not None or self._closed:
+            self._raise_unusable()
+        first = self._next_sequence_id
+        self._next_sequence_id = first + len(columns)
+        alone = range(len(columns)) if self._unbatched else columns.larger_than(self._batch_bytes)
+        start = 0
+        for index in alone:
+            self._batch_rows(columns.slice(start, index), first + start)
             self._send_batch()
+            self._send_alone(columns.message(index), first + index)
+            start = index + 1
+        self._batch_rows(columns.slice(start, len(columns)), first + start)
 
     def flush(self) -> None:
         """Send the open batch and wait until every message sent so far has its receipt."""
@@ -329,6 +342,35 @@ class Producer:
 
     # --- internals -------------------------------------------------------------------------
 
+    def _batch_rows(self, columns: MessageColumns, first_sequence_id: int) -> None:
+        """Add ``columns`` to the open batch, sending each batch they fill."""
+        if not len(columns):
+            return
+        records = encode_records(columns, first_sequence_id)
+        start = 0
+        while start < len(records):
+            now = self._batch_clock()
+            start += self._batch.add_records(
+                records, start, self._batch_messages, self._batch_bytes
+            )
+            self._send_batch_if_full(now)
+
+    def _batch_clock(self) -> float:
+        """The time now, which starts the batch's delay if the batch is empty."""
+        now = time.monotonic()
+        if not self._batch.count:
+            self._batch_deadline = now + self._settings.batch_max_delay
+        return now
+
+    def _send_batch_if_full(self, now: float) -> None:
+        batch = self._batch
+        if (
+            batch.count >= self._batch_messages
+            or batch.size >= self._batch_bytes
+            or now >= self._batch_deadline
+        ):
+            self._send_batch()
+
     def _send_batch(self) -> None:
         """Write the open batch, if any. Any failure here loses its messages: it is sticky."""
         batch = self._batch
@@ -367,7 +409,7 @@ class Producer:
         metadata.compression = codec  # type: ignore[assignment]
         metadata.uncompressed_size = len(value)
         if metadata.ByteSize() + len(payload) > self._max_entry_size:
-            self._send_chunks(metadata, value, sequence_id)
+            self._send_chunks(metadata, value, payload, sequence_id)
             return
         frame = commands.send(
             producer_id=self._producer_id,
@@ -380,12 +422,15 @@ class Producer:
         )
         self._write(frame, (sequence_id, sequence_id, 1))
 
-    def _send_chunks(self, metadata: pb.MessageMetadata, value: bytes, sequence_id: int) -> None:
+    def _send_chunks(
+        self, metadata: pb.MessageMetadata, value: bytes, compressed: bytes, sequence_id: int
+    ) -> None:
         pieces = chunks(
             metadata,
             value,
             codec=self._settings.codec,
             max_message_size=self._max_entry_size,
+            compressed=compressed,
         )
         for part, piece in pieces:
             last = part.chunk_id == part.num_chunks_from_msg - 1

@@ -12,14 +12,23 @@ is cut into pieces that each fit, every piece carrying the same sequence id, ``u
 SingleMessageMetadata is encoded by hand (fields in number order, as protobuf serializers
 write them): it is the one structure built once per message, and doing so without
 intermediate objects is several times faster. Unit tests compare it with the protobuf runtime.
+
+Many messages at once travel as :class:`MessageColumns` (payloads and keys laid end to end in
+numpy arrays). :func:`encode_records` writes their batch records with numpy, field by field
+for every message at once, into the same bytes :meth:`BatchBuilder.add` writes one message at
+a time; :meth:`BatchBuilder.add_records` then adds as many of them as fit the batch.
 """
 
 from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.protocol import compression, pb
@@ -113,33 +122,57 @@ class BatchBuilder:
     """Accumulates messages into one batch payload (pure: no I/O, no clock)."""
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        self._first: OutgoingMessage | None = None
+        self._parts: list[bytes | memoryview] = []
+        self._key: str | None = None
+        self._key_is_base64 = False
         self.count = 0
         self.size = 0
         self.first_sequence_id = -1
 
     def _reset(self) -> None:
         self._parts = []
-        self._first = None
         self.count = self.size = 0
         self.first_sequence_id = -1
 
     def add(self, message: OutgoingMessage, sequence_id: int) -> None:
         smm = encode_single_message_metadata(message, sequence_id)
         record = _U32.pack(len(smm)) + smm + (message.value or b"")
-        self._parts.append(record)
-        if self._first is None:
-            self._first = message
-            self.first_sequence_id = sequence_id
-        self.count += 1
-        self.size += len(record)
+        self._append(record, 1, sequence_id, message.key, message.key_is_base64)
+
+    def add_records(self, records: Records, start: int, max_messages: int, max_bytes: int) -> int:
+        """Add records from ``start`` on, as many as :meth:`add` would before the batch is full.
+
+        That is, until the batch holds ``max_messages`` messages or ``max_bytes`` bytes or
+        more (the record that crosses the byte limit is added too), and at least one. Returns
+        how many were added.
+        """
+        stop = records.stop_for(start, max_messages - self.count, max_bytes - self.size)
+        key, key_is_base64 = records.columns.key(start)
+        span = records.span(start, stop)
+        self._append(span, stop - start, records.first_sequence_id + start, key, key_is_base64)
+        return stop - start
+
+    def _append(
+        self,
+        records: bytes | memoryview,
+        count: int,
+        first_sequence_id: int,
+        key: str | None,
+        key_is_base64: bool,
+    ) -> None:
+        if not self.count:
+            self.first_sequence_id = first_sequence_id
+            self._key = key
+            self._key_is_base64 = key_is_base64
+        self._parts.append(records)
+        self.count += count
+        self.size += len(records)
 
     def build(
         self, *, producer_name: str, publish_time: int, codec: int
     ) -> tuple[pb.MessageMetadata, bytes]:
         """The batch's MessageMetadata and (compressed) payload; the builder is then empty."""
-        if self._first is None:
+        if not self.count:
             raise LocalProtocolError("cannot build an empty batch")
         raw = b"".join(self._parts)
         metadata = pb.MessageMetadata(
@@ -151,12 +184,245 @@ class BatchBuilder:
             compression=codec,  # type: ignore[arg-type]
             uncompressed_size=len(raw),
         )
-        if self._first.key is not None:
-            metadata.partition_key = self._first.key
-            metadata.partition_key_b64_encoded = self._first.key_is_base64
+        if self._key is not None:
+            metadata.partition_key = self._key
+            metadata.partition_key_b64_encoded = self._key_is_base64
         payload = compression.compress(codec, raw)
         self._reset()
         return metadata, payload
+
+
+# --- many messages at once -------------------------------------------------------------------
+
+_Bytes = npt.NDArray[np.uint8]
+_Ints = npt.NDArray[np.int64]
+_Flags = npt.NDArray[np.bool_]
+_T = TypeVar("_T", bound=np.generic)
+
+# A varint of a value at or above the i-th bound takes more than i + 1 bytes.
+_VARINT_BOUNDS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
+
+
+@dataclass(frozen=True, slots=True)
+class Blobs:
+    """Byte strings laid end to end: string ``i`` is ``data[offsets[i]:offsets[i + 1]]``."""
+
+    data: _Bytes
+    offsets: _Ints  # one more than there are strings; need not start at 0
+
+    @classmethod
+    def of(cls, items: Sequence[bytes]) -> Blobs:
+        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum([len(item) for item in items], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(items), dtype=np.uint8), offsets)
+
+    @property
+    def lengths(self) -> _Ints:
+        return np.diff(self.offsets)
+
+    def joined(self) -> _Bytes:
+        """Every string, one after the other."""
+        return self.data[self.offsets[0] : self.offsets[-1]]
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.data[self.offsets[index] : self.offsets[index + 1]].tobytes()
+
+    def slice(self, start: int, stop: int) -> Blobs:
+        return Blobs(self.data, self.offsets[start : stop + 1])
+
+
+@dataclass(frozen=True, slots=True)
+class MessageColumns:
+    """Messages to publish, column by column; row ``i`` is what :meth:`message` returns.
+
+    ``values`` holds every payload, a null one as empty and flagged in ``null_values``.
+    ``keys`` holds the partition keys as UTF-8 (empty where ``has_key`` is False), base64
+    text if ``keys_are_base64``. A column no row uses is None.
+    """
+
+    values: Blobs
+    null_values: _Flags | None = None
+    keys: Blobs | None = None
+    has_key: _Flags | None = None
+    keys_are_base64: bool = False
+    properties: Sequence[tuple[tuple[str, str], ...]] | None = None
+    event_times: _Ints | None = None  # ms since epoch; 0 = not set
+
+    def __len__(self) -> int:
+        return len(self.values.offsets) - 1
+
+    def key(self, index: int) -> tuple[str | None, bool]:
+        """The partition key of row ``index`` and whether it is base64, as in OutgoingMessage."""
+        if self.keys is None or self.has_key is None or not self.has_key[index]:
+            return None, False
+        return self.keys[index].decode(), self.keys_are_base64
+
+    def message(self, index: int) -> OutgoingMessage:
+        """Row ``index`` as one message."""
+        key, key_is_base64 = self.key(index)
+        null = self.null_values is not None and bool(self.null_values[index])
+        return OutgoingMessage(
+            None if null else self.values[index],
+            key,
+            key_is_base64,
+            self.properties[index] if self.properties is not None else (),
+            int(self.event_times[index]) if self.event_times is not None else 0,
+        )
+
+    def sizes(self) -> _Ints:
+        """The payload size of every row."""
+        return self.values.lengths
+
+    def larger_than(self, size: int) -> list[int]:
+        """The rows whose payload is larger than ``size`` bytes."""
+        rows: list[int] = np.flatnonzero(self.sizes() > size).tolist()
+        return rows
+
+    def slice(self, start: int, stop: int) -> MessageColumns:
+        """Rows ``start`` to ``stop`` (exclusive), sharing the arrays."""
+        return MessageColumns(
+            self.values.slice(start, stop),
+            _rows(self.null_values, start, stop),
+            self.keys.slice(start, stop) if self.keys is not None else None,
+            _rows(self.has_key, start, stop),
+            self.keys_are_base64,
+            self.properties[start:stop] if self.properties is not None else None,
+            _rows(self.event_times, start, stop),
+        )
+
+
+def _rows(column: npt.NDArray[_T] | None, start: int, stop: int) -> npt.NDArray[_T] | None:
+    return column[start:stop] if column is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """The batch records of consecutive messages, from :func:`encode_records`."""
+
+    data: memoryview
+    ends: _Ints  # where each record ends in ``data``
+    first_sequence_id: int
+    columns: MessageColumns
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def _offset(self, index: int) -> int:
+        return int(self.ends[index - 1]) if index else 0
+
+    def span(self, start: int, stop: int) -> memoryview:
+        """Records ``start`` to ``stop`` (exclusive), as one piece of a batch payload."""
+        return self.data[self._offset(start) : self._offset(stop)]
+
+    def stop_for(self, start: int, room_messages: int, room_bytes: int) -> int:
+        """Where a run from ``start`` ends when at most ``room_messages`` fit, and it may
+        cross ``room_bytes`` with its last record only; the run has one record at least."""
+        crossing = int(np.searchsorted(self.ends, self._offset(start) + room_bytes))
+        return min(len(self), start + max(room_messages, 1), max(crossing + 1, start + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Short:
+    """A field of a few bytes in every message: message ``i`` writes ``matrix[i, :lengths[i]]``."""
+
+    matrix: _Bytes
+    lengths: _Ints
+
+
+def encode_records(columns: MessageColumns, first_sequence_id: int) -> Records:
+    """The batch record of every row of ``columns``, numbered from ``first_sequence_id``.
+
+    Byte for byte what :meth:`BatchBuilder.add` writes for each row as a message. Each field
+    is built for all rows at once (a short one, a tag and a varint or a flag, as a byte matrix
+    with a row per message), then the fields and payloads are interleaved, message after
+    message, into one buffer.
+    """
+    count = len(columns)
+    fields = _metadata_fields(columns, first_sequence_id)
+    metadata_sizes = np.sum([field.lengths for field in fields], axis=0, dtype=np.int64)
+    size_prefix = metadata_sizes.astype(">u4").view(np.uint8).reshape(count, 4)
+    prefix = _Short(size_prefix, np.full(count, 4, dtype=np.int64))
+    data, ends = _interleave(_pieces([prefix, *fields, columns.values]), count)
+    return Records(data, ends, first_sequence_id, columns)
+
+
+def _metadata_fields(columns: MessageColumns, first_sequence_id: int) -> list[_Short | Blobs]:
+    """SingleMessageMetadata fields 1, 2, 3, 5, 6, 8 and 9 of every row, in that order."""
+    fields: list[_Short | Blobs] = []
+    if columns.properties is not None:
+        fields.append(Blobs.of([_properties(p) for p in columns.properties]))
+    if columns.keys is not None:
+        fields.append(_tagged_varint(0x12, columns.keys.lengths, columns.has_key))
+        fields.append(columns.keys)
+    fields.append(_tagged_varint(0x18, columns.sizes()))
+    if columns.event_times is not None:
+        fields.append(_tagged_varint(0x28, columns.event_times, columns.event_times != 0))
+    if columns.keys_are_base64 and columns.has_key is not None:
+        fields.append(_flag(0x30, columns.has_key))
+    sequence_ids = np.arange(len(columns), dtype=np.uint64) + np.uint64(first_sequence_id)
+    fields.append(_tagged_varint(0x40, sequence_ids))
+    if columns.null_values is not None:
+        fields.append(_flag(0x48, columns.null_values))
+    return fields
+
+
+def _tagged_varint(
+    tag: int, values: npt.NDArray[np.int64 | np.uint64], present: _Flags | None = None
+) -> _Short:
+    """``tag`` then ``values[i]`` as a varint (negative ones in ten bytes), where present."""
+    numbers = values.astype(np.uint64)
+    sizes = np.searchsorted(_VARINT_BOUNDS, numbers, side="right") + 1
+    width = int(sizes.max(initial=1))
+    groups = (numbers[:, None] >> (np.arange(width, dtype=np.uint64) * np.uint64(7))) & 0x7F
+    more = np.arange(width) < (sizes - 1)[:, None]
+    matrix = np.empty((len(numbers), width + 1), dtype=np.uint8)
+    matrix[:, 0] = tag
+    matrix[:, 1:] = groups | (more.astype(np.uint64) << np.uint64(7))
+    lengths = sizes + 1
+    return _Short(matrix, lengths if present is None else np.where(present, lengths, 0))
+
+
+def _flag(tag: int, present: _Flags) -> _Short:
+    """``tag`` and a varint 1 (true) where ``present``."""
+    matrix = np.empty((len(present), 2), dtype=np.uint8)
+    matrix[:, 0] = tag
+    matrix[:, 1] = 1
+    return _Short(matrix, present.astype(np.int64) * 2)
+
+
+def _pieces(fields: list[_Short | Blobs]) -> list[tuple[_Bytes, _Ints]]:
+    """Every field's bytes laid end to end, with each message's length; short fields next to
+    each other are packed together."""
+    pieces: list[tuple[_Bytes, _Ints]] = []
+    shorts: list[_Short] = []
+    for field in fields:
+        if isinstance(field, _Short):
+            shorts.append(field)
+            continue
+        if shorts:
+            pieces.append(_pack(shorts))
+            shorts = []
+        pieces.append((field.joined(), field.lengths))
+    if shorts:
+        pieces.append(_pack(shorts))
+    return pieces
+
+
+def _pack(shorts: list[_Short]) -> tuple[_Bytes, _Ints]:
+    matrix = np.hstack([short.matrix for short in shorts])
+    used = np.hstack([np.arange(s.matrix.shape[1]) < s.lengths[:, None] for s in shorts])
+    return matrix[used], np.sum([short.lengths for short in shorts], axis=0, dtype=np.int64)
+
+
+def _interleave(pieces: list[tuple[_Bytes, _Ints]], count: int) -> tuple[memoryview, _Ints]:
+    """Message 0's share of every piece, then message 1's, ...; and where each message ends."""
+    lengths = np.column_stack([piece_lengths for _, piece_lengths in pieces])
+    ends = np.cumsum(lengths.sum(axis=1))
+    owner = np.repeat(np.tile(np.arange(len(pieces), dtype=np.uint8), count), lengths.ravel())
+    out = np.empty(int(ends[-1]) if count else 0, dtype=np.uint8)
+    for index, (data, _) in enumerate(pieces):
+        out[owner == index] = data
+    return out.data, ends
 
 
 def single_message_metadata(
@@ -180,14 +446,21 @@ def single_message_metadata(
 
 
 def chunks(
-    metadata: pb.MessageMetadata, payload: bytes, *, codec: int, max_message_size: int
+    metadata: pb.MessageMetadata,
+    payload: bytes,
+    *,
+    codec: int,
+    max_message_size: int,
+    compressed: bytes | None = None,
 ) -> Iterator[tuple[pb.MessageMetadata, bytes]]:
     """Cut one unbatched message into chunks that each fit ``max_message_size``.
 
-    ``metadata`` must already carry producer_name and sequence_id; the payload is compressed
-    here, once, before cutting, as the official clients do.
+    ``metadata`` must already carry producer_name and sequence_id. The payload is compressed
+    once, before cutting, as the official clients do: here, unless the caller passes it
+    already compressed with ``codec`` as ``compressed``.
     """
-    compressed = compression.compress(codec, payload)
+    if compressed is None:
+        compressed = compression.compress(codec, payload)
     metadata.compression = codec  # type: ignore[assignment]
     metadata.uncompressed_size = len(payload)
     metadata.uuid = f"{metadata.producer_name}-{metadata.sequence_id}"

@@ -329,7 +329,8 @@ class WriteOptions:
                 batching=opts.boolean(PRODUCER_BATCHING, default=True),
                 batch_max_messages=opts.positive_int(PRODUCER_BATCH_MESSAGES, 1000),
                 batch_max_bytes=opts.positive_int(PRODUCER_BATCH_BYTES, 128 * 1024),
-                batch_max_delay_ms=opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000,
+                # µs to whole ms, rounded up: a delay below 1 ms must not become 0 (no batching)
+                batch_max_delay_ms=-(-opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000),
                 max_pending_messages=opts.positive_int(PRODUCER_MAX_PENDING, 10_000),
                 send_timeout=opts.positive_int(PRODUCER_SEND_TIMEOUT, 30_000) / 1000,
             ),

@@ -17,11 +17,14 @@ Keyed rows go to the partition a Java producer would pick, ``(String.hashCode(ke
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -37,11 +40,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, batch_to_rows
+from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, Rows
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.options import WriteOptions
 from pulsar_spark.spark.planning import make_lookup
@@ -88,6 +90,22 @@ def _map_of_strings(name: str, data_type: DataType) -> bool:
     return isinstance(data_type.keyType, StringType) and isinstance(data_type.valueType, StringType)
 
 
+def _check_properties(batch: pa.RecordBatch) -> None:
+    """Refuse a null property value, before any row of the batch is sent (Spark's maps may
+    hold nulls; a Pulsar property is a pair of strings)."""
+    if "properties" not in batch.schema.names:
+        return
+    column = batch.column("properties")
+    first, end = column.offsets[0].as_py(), column.offsets[-1].as_py()
+    values = column.items.slice(first, end - first)
+    if values.null_count:
+        index = pc.index(values.is_null(), True).as_py()
+        raise ConfigurationError(
+            f"column 'properties': property {column.keys[first + index].as_py()!r} of a row has "
+            "a null value; property values must be strings (drop the entry or give it a value)"
+        )
+
+
 @dataclass
 class PulsarCommitMessage(WriterCommitMessage):
     """What one task wrote: messages per topic-partition."""
@@ -107,62 +125,64 @@ class _TaskWriter:
         self._partitions: dict[str, int] = {}
         self._round_robin: dict[str, RoundRobin] = {}
         self._producers: dict[tuple[str, int], Producer] = {}
+        self._open = contextlib.ExitStack()  # every producer, closed on the way out
         self.counts: dict[str, int] = {}
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
-        try:
+        """Send every row, wait for every receipt, close the producers.
+
+        Each producer is closed on its own, so one failing does not keep the others open. If
+        anything fails, the remaining producers are let go without waiting for receipts and
+        the first error is raised.
+        """
+        with self._open:
             for batch in batches:
                 self._write_batch(batch)
             for producer in self._producers.values():
                 producer.flush()
-        finally:
-            for producer in self._producers.values():
-                producer.close()
         return PulsarCommitMessage(dict(self.counts))
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
-        rows = batch_to_rows(batch)
-        if self.options.topic is not None or rows.topics is None:
-            self._route(self.options.topic, rows.messages, rows.keys)
+        _check_properties(batch)
+        rows = Rows.of(batch)
+        if self.options.topic is not None:
+            self._route(self.options.topic, rows)
             return
-        by_topic: dict[str, list[int]] = {}
-        for index, topic in enumerate(rows.topics):
-            if topic is None:
-                raise ConfigurationError(
-                    "a row has a null 'topic' and no 'topic' option is set: every row must "
-                    "name its topic"
-                )
-            by_topic.setdefault(topic, []).append(index)
-        for topic, indexes in by_topic.items():
-            self._route(topic, [rows.messages[i] for i in indexes], [rows.keys[i] for i in indexes])
+        by_topic = rows.by_topic()
+        if any(topic is None for topic, _ in by_topic):
+            raise ConfigurationError(
+                "a row has a null 'topic' and no 'topic' option is set: every row must "
+                "name its topic"
+            )
+        for topic, group in by_topic:
+            assert topic is not None
+            self._route(topic, group)
 
-    def _route(
-        self, topic: str | None, messages: list[OutgoingMessage], keys: list[str | None]
-    ) -> None:
-        assert topic is not None
+    def _route(self, topic: str, rows: Rows) -> None:
         name = full_topic_name(topic)
         partitions = self._partition_count(name)
-        routes = partitions_for_keys(keys, partitions)
-        run = self.options.producer.batch_max_messages
-        unkeyed = 0
-        target = 0
-        by_partition: dict[int, list[OutgoingMessage]] = {}
-        for message, route in zip(messages, routes, strict=True):
-            partition = route
-            if route == UNKEYED:
-                if unkeyed % run == 0:
-                    target = self._round_robin[name].next_partition()
-                unkeyed += 1
-                partition = target
-            group = by_partition.get(partition)
-            if group is None:
-                group = by_partition[partition] = []
-            group.append(message)
-        for partition, group in by_partition.items():
+        for partition, group in self._by_partition(name, rows, partitions):
             producer = self._producer(name, partition, partitions)
-            for message in group:
-                producer.send(message)
+            producer.send_columns(group.columns())
             self.counts[producer.topic] = self.counts.get(producer.topic, 0) + len(group)
+
+    def _by_partition(self, topic: str, rows: Rows, partitions: int) -> list[tuple[int, Rows]]:
+        """``rows`` grouped by partition, each group in row order.
+
+        Keyed rows go where a Java producer would send them; unkeyed ones go round-robin, a
+        run of ``batch_max_messages`` rows to a partition (as slices when no row has a key).
+        """
+        run = self.options.producer.batch_max_messages
+        chooser = self._round_robin[topic]
+        keys = rows.keys()
+        if keys is None:
+            starts = range(0, len(rows), run)
+            return [(chooser.next_partition(), rows.slice(start, run)) for start in starts]
+        routes = np.array(partitions_for_keys(keys, partitions), dtype=np.int64)
+        unkeyed = np.flatnonzero(routes == UNKEYED)
+        runs = [chooser.next_partition() for _ in range(0, len(unkeyed), run)]
+        routes[unkeyed] = np.array(runs, dtype=np.int64)[np.arange(len(unkeyed)) // run]
+        return [(int(p), rows.take(np.flatnonzero(routes == p))) for p in np.unique(routes)]
 
     def _partition_count(self, topic: str) -> int:
         count = self._partitions.get(topic)
@@ -189,6 +209,7 @@ class _TaskWriter:
                 send_timeout=settings.send_timeout,
                 request_timeout=self.lookup.timeout,
             )
+            self._open.push(producer)
         return producer
 
 

@@ -1,0 +1,296 @@
+"""Batch write, end to end: the ``pulsar`` sink against the official producer, foreachPartition.
+
+One broker; on ``local[2]``, the same input written by each side, twice (a warm-up run, then the
+measured run), every run to a 4-partition topic of its own:
+
+- Input: ``spark.range(1000000, numPartitions=4)`` with a ``value`` column of exactly 100
+  bytes (the zero-padded id, then filler), binary. It is cached and counted before any timed
+  run, so both sides measure sending, not building the data.
+A. ``df.write.format("pulsar").option("service.url", url).option("topic", t).mode("append")
+   .save()``, with the sink's default producer settings (batches of up to 1000 messages or
+   128 KiB, no compression; unkeyed rows rotate over the partitions one batch at a time).
+B. What a PySpark user can write today without this package: ``df.foreachPartition(fn)``
+   where ``fn`` creates a ``pulsar.Client`` and one producer on the partitioned topic (the
+   client routes unkeyed messages round-robin), batching on with the same limits (1000
+   messages / 128 KiB / 10 ms), at most 10,000 pending messages per partition (blocking when
+   full), ``send_async`` per row with a callback that records failures, then ``flush`` and
+   ``close``. The task fails if any send failed.
+B0. The same with a callback that does nothing and runs no Python: a builtin (``slice``)
+   that accepts the two arguments. A failed send goes unnoticed (the counts afterwards still
+   check every message arrived), but the client's I/O thread no longer takes the GIL to run
+   Python once per message, which the checking callback of B does. This is B at its fastest.
+
+A/B is reported against the faster of B and B0.
+
+Each side runs in its own SparkSession (stopped in between, the input built again the same
+way), so the peak memory of the Python worker processes is measured for that side alone.
+Afterwards, outside the timed runs, every topic written is counted with
+``spark.read.format("pulsar")`` and must hold exactly as many messages as the input has rows.
+Results go to ``benchmarks/results/bench_write.json``.
+
+    python benchmarks/bench_write.py [--messages 1000000] [--size 100] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    WorkerMemory,
+    add_dataset_arguments,
+    report,
+    spark_session,
+    start_broker,
+    timer,
+)
+
+B_BATCH_MESSAGES = 1000
+B_BATCH_BYTES = 128 * 1024
+B_BATCH_DELAY_MS = 10
+B_MAX_PENDING = 10_000
+SIDES = {
+    "A": "A pulsar sink",
+    "B": "B official producer, foreachPartition",
+    "B0": "B0 the same, no-op builtin callback",
+}
+# A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
+NO_OP_CALLBACK = slice
+
+
+def input_frame(spark: Any, args: argparse.Namespace) -> Any:
+    """The rows to write, cached and materialized: ``value`` is ``args.size`` bytes."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    digits = min(args.size, 12)
+    value = F.concat(
+        F.lpad(F.col("id").cast("string"), digits, "0"), F.lit("x" * (args.size - digits))
+    ).cast("binary")
+    df = spark.range(args.messages, numPartitions=args.input_partitions).select(
+        value.alias("value")
+    )
+    df.cache()
+    rows = df.count()
+    if rows != args.messages:
+        raise RuntimeError(f"the input has {rows} rows, expected {args.messages}")
+    return df
+
+
+def write_a(df: Any, service_url: str, topic: str) -> None:
+    df.write.format("pulsar").option("service.url", service_url).option("topic", topic).mode(
+        "append"
+    ).save()
+
+
+def write_b(df: Any, service_url: str, topic: str, *, check: bool) -> None:
+    df.foreachPartition(
+        lambda rows: send_with_official_producer(service_url, topic, rows, check=check)
+    )
+
+
+def send_with_official_producer(
+    service_url: str, topic: str, rows: Iterator[Any], *, check: bool
+) -> None:
+    """``foreachPartition`` body: send every row's value to ``topic`` and wait for receipts.
+
+    With ``check``, every receipt runs a Python callback that records failures, and the task
+    fails if there were any; without, the callback is a builtin no-op.
+    """
+    import pulsar
+
+    failures: list[str] = []
+
+    def record_failure(result: Any, _message_id: Any) -> None:
+        if result != pulsar.Result.Ok:
+            failures.append(str(result))
+
+    on_sent = record_failure if check else NO_OP_CALLBACK
+
+    client = pulsar.Client(
+        service_url,
+        operation_timeout_seconds=30,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
+    try:
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=B_BATCH_MESSAGES,
+            batching_max_allowed_size_in_bytes=B_BATCH_BYTES,
+            batching_max_publish_delay_ms=B_BATCH_DELAY_MS,
+            max_pending_messages=B_MAX_PENDING,
+            block_if_queue_full=True,
+        )
+        for row in rows:
+            producer.send_async(bytes(row.value), on_sent)
+        producer.flush()
+        producer.close()
+    finally:
+        client.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} sends failed, the first: {failures[0]}")
+
+
+def count_topic(spark: Any, service_url: str, topic: str) -> int:
+    reader = spark.read.format("pulsar").option("service.url", service_url)
+    return int(reader.option("topic", topic).load().count())
+
+
+def measure(
+    label: str,
+    write: Callable[[str], None],
+    topics: list[str],
+    messages: int,
+) -> list[dict[str, Any]]:
+    """One write per topic in ``topics`` (the first is the warm-up); a failure is recorded."""
+    results = []
+    for run, topic in enumerate(topics):
+        kind = "warm-up" if run == 0 and len(topics) > 1 else "measured"
+        try:
+            with WorkerMemory() as memory, timer() as elapsed:
+                write(topic)
+        except Exception as exc:
+            error = short_error(exc)
+            print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
+            results.append({"side": label, "run": kind, "topic": topic, "error": error})
+            continue
+        seconds = elapsed["seconds"]
+        results.append(
+            {
+                "side": label,
+                "run": kind,
+                "topic": topic,
+                "seconds": round(seconds, 3),
+                "msg_per_s": round(messages / seconds),
+                **memory.peak.summary(),
+            }
+        )
+        print(
+            f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
+            f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
+            f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
+            "processes)",
+            flush=True,
+        )
+    return results
+
+
+def short_error(exc: BaseException) -> str:
+    """The line of a (possibly long, JVM-wrapped) error that says what went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("RuntimeError:", "pulsar_spark.errors.", "_pulsar.")):
+            return line[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def run_side(
+    side: str, args: argparse.Namespace, service_url: str, topics: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+    """Every run of one side in a SparkSession of its own, then the topics counted (untimed)."""
+    writers: dict[str, Callable[[Any, str, str], None]] = {
+        "A": write_a,
+        "B": lambda df, url, topic: write_b(df, url, topic, check=True),
+        "B0": lambda df, url, topic: write_b(df, url, topic, check=False),
+    }
+    write_to = writers[side]
+    spark = spark_session(f"bench_write_{side}")
+    try:
+        df = input_frame(spark, args)
+        print(f"  input: {args.messages:,} rows in {df.rdd.getNumPartitions()} partitions, cached")
+        runs = measure(
+            SIDES[side], lambda topic: write_to(df, service_url, topic), topics, args.messages
+        )
+        counts: dict[str, int | None] = {}
+        for topic in topics:
+            try:
+                counts[topic] = count_topic(spark, service_url, topic)
+            except Exception as exc:
+                print(f"  {topic} count: FAILED: {short_error(exc)}", flush=True)
+                counts[topic] = None
+            print(f"  {topic}: {counts[topic]} messages (untimed)", flush=True)
+    finally:
+        spark.stop()
+    return runs, counts
+
+
+def last_measured(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    done = [r for r in runs if "error" not in r and r["run"] == "measured"]
+    return done[-1] if done else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_dataset_arguments(parser)
+    parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
+    parser.add_argument(
+        "--input-partitions", type=int, default=4, help="partitions of the input DataFrame"
+    )
+    parser.add_argument(
+        "--sides", default="A,B,B0", help="which of A, B and B0 to run, in this order"
+    )
+    args = parser.parse_args()
+    sides = args.sides.split(",")
+
+    topics = {
+        side: [f"bench-write-{side.lower()}-{run}" for run in range(args.runs)] for side in sides
+    }
+    broker = start_broker([t for names in topics.values() for t in names], args.partitions)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[str, int | None] = {}
+    try:
+        for side in sides:
+            print(f"{SIDES[side]}", flush=True)
+            runs[side], side_counts = run_side(side, args, broker.service_url, topics[side])
+            counts.update(side_counts)
+    finally:
+        broker.stop()
+
+    a = last_measured(runs.get("A", []))
+    bs = [r for r in (last_measured(runs.get(s, [])) for s in ("B", "B0")) if r is not None]
+    b = max(bs, key=lambda r: r["msg_per_s"], default=None)
+    ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
+    every_run = [r for side in sides for r in runs[side]]
+    rows = [
+        [
+            r["side"],
+            r["run"],
+            r.get("seconds", "failed"),
+            r.get("msg_per_s", "-"),
+            r.get("max_worker_rss_mb", "-"),
+            r.get("max_total_rss_mb", "-"),
+            counts.get(r["topic"]),
+        ]
+        for r in every_run
+    ]
+    counts_ok = all(count == args.messages for count in counts.values())
+    against = b["side"] if b else None
+    print(f"\nA/B (last measured runs, against {against}): {ratio}x   counts right: {counts_ok}")
+    report(
+        "bench_write",
+        ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB", "count"],
+        rows,
+        {
+            "messages": args.messages,
+            "message_bytes": args.size,
+            "topic_partitions": args.partitions,
+            "input_partitions": args.input_partitions,
+            "runs": every_run,
+            "ratio_a_over_b": ratio,
+            "ratio_against": against,
+            "counts": counts,
+            "counts_ok": counts_ok,
+        },
+    )
+    failed = [f"{r['side']} ({r['topic']})" for r in every_run if "error" in r]
+    if failed or not counts_ok:
+        sys.exit(f"failed runs: {failed or 'none'}; topic counts {counts}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Messages encoded column by column must be byte for byte those encoded one at a time.
+
+Record batches of every column shape the writer accepts go through ``Rows`` and
+``encode_records``; each row is compared with ``BatchBuilder.add`` of the same message, built
+here from the Arrow rows, and whole batches cut by ``add_records`` with batches of ``add``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import os
+import random
+
+import pyarrow as pa
+import pytest
+
+from pulsar_spark.arrow.encode import Rows
+from pulsar_spark.protocol import compression, pb
+from pulsar_spark.protocol.encode import (
+    BatchBuilder,
+    MessageColumns,
+    OutgoingMessage,
+    chunks,
+    encode_records,
+    routing_key,
+)
+
+UTC = datetime.UTC
+SIZES = [0, 1, 100, 127, 128, 300, 20_000]
+EVENT_YEARS = [1960, 1970, 2024]  # before 1970: a negative event time, a ten-byte varint
+
+
+def random_batch(  # noqa: PLR0917
+    rng: random.Random,
+    rows: int,
+    value_type: pa.DataType,
+    key_type: pa.DataType | None,
+    properties: bool,
+    event_times: bool,
+) -> pa.RecordBatch:
+    """``rows`` rows, about a fifth of them null in every column that may be."""
+
+    def maybe(value: object) -> object:
+        return None if rng.random() < 0.2 else value
+
+    values = [maybe(os.urandom(rng.choice(SIZES))) for _ in range(rows)]
+    if pa.types.is_string(value_type):
+        values = [v.hex() if isinstance(v, bytes) else None for v in values]
+    columns: dict[str, pa.Array] = {"value": pa.array(values, value_type)}
+    if key_type is not None:
+        keys = [maybe(f"k-{rng.randrange(10**6)}-日本") for _ in range(rows)]
+        if pa.types.is_binary(key_type):
+            keys = [k.encode() if isinstance(k, str) else None for k in keys]
+        columns["key"] = pa.array(keys, key_type)
+    if properties:
+        props = [maybe([("a", "1"), ("b" * rng.randrange(200), "x")]) for _ in range(rows)]
+        columns["properties"] = pa.array(props, pa.map_(pa.string(), pa.string()))
+    if event_times:
+        times = [
+            maybe(
+                datetime.datetime(
+                    rng.choice(EVENT_YEARS), 1, 1, second=rng.randrange(60), tzinfo=UTC
+                )
+            )
+            for _ in range(rows)
+        ]
+        columns["eventTime"] = pa.array(times, pa.timestamp("us", tz="UTC"))
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def expected_messages(batch: pa.RecordBatch) -> list[OutgoingMessage]:
+    """The rows of ``batch`` as messages, read with ``to_pylist``."""
+    rows = batch.to_pylist()
+    messages = []
+    for row in rows:
+        value = row["value"]
+        key, key_is_base64 = routing_key(row.get("key"))
+        event = row.get("eventTime")
+        messages.append(
+            OutgoingMessage(
+                value.encode() if isinstance(value, str) else value,
+                key,
+                key_is_base64,
+                tuple(row.get("properties") or ()),
+                int(event.timestamp() * 1000) if event is not None else 0,
+            )
+        )
+    return messages
+
+
+def one_record(message: OutgoingMessage, sequence_id: int) -> bytes:
+    builder = BatchBuilder()
+    builder.add(message, sequence_id)
+    _, payload = builder.build(producer_name="p", publish_time=1, codec=compression.NONE)
+    return payload
+
+
+SHAPES = list(
+    itertools.product(
+        [pa.binary(), pa.string(), pa.large_binary()],
+        [None, pa.string(), pa.binary()],
+        [False, True],
+        [False, True],
+    )
+)
+
+
+@pytest.mark.parametrize(("value_type", "key_type", "properties", "event_times"), SHAPES)
+@pytest.mark.parametrize("first_sequence_id", [0, 120, 16_380, 2**40])
+def test_records_match_one_message_at_a_time(
+    value_type: pa.DataType,
+    key_type: pa.DataType | None,
+    properties: bool,
+    event_times: bool,
+    first_sequence_id: int,
+) -> None:
+    rng = random.Random(f"{value_type}{key_type}{properties}{event_times}{first_sequence_id}")
+    # a slice, so the Arrow arrays start at an offset
+    batch = random_batch(rng, 60, value_type, key_type, properties, event_times).slice(3, 50)
+    columns = Rows.of(batch).columns()
+    messages = expected_messages(batch)
+    assert [columns.message(i) for i in range(len(columns))] == messages
+
+    records = encode_records(columns, first_sequence_id)
+    assert [bytes(records.span(i, i + 1)) for i in range(len(records))] == [
+        one_record(message, first_sequence_id + i) for i, message in enumerate(messages)
+    ]
+
+
+def test_rows_without_any_key_value_are_unkeyed() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"a", b"b"]), "key": pa.array([None, None], pa.string())}
+    )
+    columns = Rows.of(batch).columns()
+    assert columns.keys is None
+    assert columns.message(1) == OutgoingMessage(b"b")
+
+
+Batches = list[tuple[bytes, bytes]]
+
+
+def _built(builder: BatchBuilder, done: Batches) -> None:
+    metadata, payload = builder.build(producer_name="p", publish_time=1, codec=compression.NONE)
+    done.append((metadata.SerializeToString(), payload))
+
+
+def batches_by_message(columns: MessageColumns, max_messages: int, max_bytes: int) -> Batches:
+    builder, done = BatchBuilder(), []
+    for index in range(len(columns)):
+        builder.add(columns.message(index), 5 + index)
+        if builder.count >= max_messages or builder.size >= max_bytes:
+            _built(builder, done)
+    if builder.count:
+        _built(builder, done)
+    return done
+
+
+def batches_by_records(columns: MessageColumns, max_messages: int, max_bytes: int) -> Batches:
+    builder, done = BatchBuilder(), []
+    records = encode_records(columns, 5)
+    start = 0
+    while start < len(records):
+        start += builder.add_records(records, start, max_messages, max_bytes)
+        if builder.count >= max_messages or builder.size >= max_bytes:
+            _built(builder, done)
+    if builder.count:
+        _built(builder, done)
+    return done
+
+
+@pytest.mark.parametrize(
+    ("max_messages", "max_bytes"), [(1000, 128 * 1024), (7, 10**9), (1000, 500), (1, 1)]
+)
+def test_add_records_cuts_batches_as_add_does(max_messages: int, max_bytes: int) -> None:
+    rng = random.Random(max_messages + max_bytes)
+    batch = random_batch(rng, 201, pa.binary(), pa.string(), True, True)
+    columns = Rows.of(batch).columns()
+    expected = batches_by_message(columns, max_messages, max_bytes)
+    assert len(expected) > 1
+    assert batches_by_records(columns, max_messages, max_bytes) == expected
+
+
+def test_chunks_take_an_already_compressed_payload() -> None:
+    payload = b"compressible" * 20_000
+    compressed = compression.compress(compression.LZ4, payload)
+
+    def pieces(**extra: bytes) -> list[tuple[bytes, bytes]]:
+        metadata = pb.MessageMetadata(producer_name="w", sequence_id=1, publish_time=1)
+        return [
+            (part.SerializeToString(), piece)
+            for part, piece in chunks(
+                metadata, payload, codec=compression.LZ4, max_message_size=4096, **extra
+            )
+        ]
+
+    assert pieces(compressed=compressed) == pieces()
+    assert b"".join(piece for _, piece in pieces(compressed=compressed)) == compressed
