@@ -18,8 +18,9 @@ from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.spark.offsets import position_key
 
 # An entry being handed out: its id, the batch indexes not yet taken, and whether those run
-# to the entry's last message.
-_Held = tuple[MessageId, list[int], bool]
+# to the entry's last message. Indexes are a ``range`` (slicing one is O(1)); ``range(-1, 0)``
+# stands for an unbatched message.
+_Held = tuple[MessageId, range, bool]
 
 
 class MessageCounter:
@@ -75,24 +76,43 @@ class MessageCounter:
                 return MessageId(ledger, entry, -1, partition), indexes, reaches_end
         return None
 
-    def _countable(self, raw: RawEntry) -> list[int]:
+    def _countable(self, raw: RawEntry) -> range:
         """Batch indexes of this entry inside the range (-1 alone for an unbatched message)."""
         metadata = raw.section.metadata
         if metadata.HasField("marker_type"):
-            return []
+            return range(0)
         if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
-            return []
+            return range(0)
         ledger, entry = raw.entry
-        if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
-            candidates = [-1]
-        else:
-            candidates = list(range(raw.message_count))
         low, high = position_key(self.position), position_key(self._last)
-        return [i for i in candidates if low < _key(ledger, entry, i) <= high]
+        if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
+            whole = position_key(MessageId(ledger, entry))
+            return range(-1, 0) if low < whole <= high else range(0)
+        return _index_range((ledger, entry), raw.message_count, low, high)
 
 
-def _key(ledger: int, entry: int, index: int) -> tuple[int, int, int]:
-    return position_key(MessageId(ledger, entry, index))
+def _index_range(
+    entry: tuple[int, int], count: int, low: tuple[int, int, int], high: tuple[int, int, int]
+) -> range:
+    """Indexes ``i`` of a batch of ``count`` in ``entry`` with ``low < (*entry, i) <= high``.
+
+    Keys of one entry differ only in the index, so the bounds cut the index range at most
+    once each: an entry after ``low``'s is whole from index 0, ``low``'s own entry starts
+    after its index, an entry before it holds nothing; symmetrically for ``high``.
+    """
+    if entry > low[:2]:
+        first = 0
+    elif entry == low[:2]:
+        first = low[2] + 1
+    else:
+        return range(0)
+    if entry < high[:2]:
+        last = count - 1
+    elif entry == high[:2]:
+        last = min(high[2], count - 1)
+    else:
+        return range(0)
+    return range(first, last + 1) if first <= last else range(0)
 
 
 def limit_ends(counters: dict[str, MessageCounter], budget: int) -> dict[str, MessageId]:

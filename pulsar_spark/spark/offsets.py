@@ -74,7 +74,10 @@ def position_key(position: MessageId) -> tuple[int, int, int]:
 
 
 def has_messages_after(start: MessageId, last: MessageId | None) -> bool:
-    """Whether a partition whose last message is ``last`` holds anything after ``start``."""
-    if last is None:
+    """Whether a partition whose last message is ``last`` holds anything after ``start``.
+
+    ``last`` None or "nothing consumed" is an empty partition (or an empty range's end).
+    """
+    if last is None or last.is_earliest:
         return False
     return start.is_earliest or position_key(last) > position_key(start)

@@ -6,11 +6,17 @@ one process and keeps its connections; it only ever *computes* positions. ``read
 executors on a fresh copy of this object and uses nothing but its InputPartition, so results
 depend on checkpointed offsets alone — never on ``commit`` (which Spark calls late) or ``stop``
 (which Spark may never call).
+
+A partition that vanished, or that no longer reaches the checkpointed position (deleted and
+re-created, say), is data loss: the query fails unless ``failOnDataLoss=false``. Then a warning
+is logged and the partition starts over through the offsets themselves: the micro-batch that
+notices ends it at "nothing consumed", the next one reads it from its first message.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +54,9 @@ from pulsar_spark.spark.reading import read_partition
 
 log = logging.getLogger(__name__)
 
+_RETRY_PAUSE = 0.1  # seconds before the first retry of a lost connection; doubles up to:
+_MAX_RETRY_PAUSE = 2.0
+
 
 class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions) -> None:
@@ -56,6 +65,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._refs: dict[str, PartitionRef] = {}
         self._available_now: dict[str, MessageId | None] | None = None
         self._latest: dict[str, Any] | None = None
+        self._initial: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the options only: read() is stateless by design.
@@ -67,12 +77,17 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver ----------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        lookup = self._connect()
-        spec = self.options.starting
-        positions = {}
-        for ref in self._discover(lookup):
-            positions[ref.name] = self._initial_position(lookup, ref, spec)
-        return PulsarOffset(positions).to_json()
+        """Where the query starts, resolved once: Spark asks twice (the first answer starts
+        the range of the first ``latestOffset``, the second that of its micro-batch), and a
+        ``latest`` that moved in between would skip the messages published meanwhile."""
+        if self._initial is None:
+            lookup = self._connect()
+            spec = self.options.starting
+            positions = {}
+            for ref in self._discover(lookup):
+                positions[ref.name] = self._initial_position(lookup, ref, spec)
+            self._initial = PulsarOffset(positions).to_json()
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger
@@ -85,11 +100,22 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         }
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        try:
-            return self._latest_offset(start, limit)
-        except PulsarConnectionError as exc:
-            log.warning("retrying after a lost connection: %s", exc)
-            return self._latest_offset(start, limit)
+        """The end of the next micro-batch. A lost broker connection (a broker restarting,
+        say) is retried, with growing pauses, for up to ``pulsar.client.connectionTimeoutMs``."""
+        deadline: float | None = None
+        pause = _RETRY_PAUSE
+        while True:
+            try:
+                return self._latest_offset(start, limit)
+            except PulsarConnectionError as exc:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.options.client.connection_timeout
+                if now >= deadline:
+                    raise
+                log.warning("retrying in %.2fs after a lost connection: %s", pause, exc)
+                time.sleep(pause)
+                pause = min(pause * 2, _MAX_RETRY_PAUSE)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return self._latest
@@ -179,7 +205,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available: dict[str, MessageId] = {}
         for ref in refs:
             last = self._last_for_trigger(lookup, ref)
-            first = self._checked_start(ref, begin.get(ref.name, NOTHING_CONSUMED), last)
+            first = begin.get(ref.name, NOTHING_CONSUMED)
+            if self._lost(lookup, ref, first, last):
+                # Start over in the offsets themselves: this micro-batch ends the partition at
+                # "nothing consumed" (reading nothing of it), the next reads it from the start.
+                first = last = NOTHING_CONSUMED
             starts[ref.name] = first
             available[ref.name] = (
                 last if last is not None and has_messages_after(first, last) else first
@@ -220,19 +250,26 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name in sorted(set(begin) - current):
             self._data_loss(f"partition {name} no longer exists")
 
-    def _checked_start(
-        self, ref: PartitionRef, first: MessageId, last: MessageId | None
-    ) -> MessageId:
-        """``first``, unless the partition no longer holds it (then: data loss)."""
-        if first.is_earliest or self._available_now is not None:
-            return first
-        if last is None or position_key(last) < position_key(first):
-            self._data_loss(
-                f"partition {ref.name} was read up to {first} but now ends at "
-                f"{last if last is not None else 'nothing (it is empty)'}"
-            )
-            return NOTHING_CONSUMED
-        return first
+    def _lost(
+        self, lookup: Lookup, ref: PartitionRef, first: MessageId, last: MessageId | None
+    ) -> bool:
+        """Whether the partition no longer holds position ``first`` (reported as data loss).
+
+        Under Trigger.AvailableNow ``last`` is the end recorded when the query started. A start
+        can lie beyond it without loss (Spark records the ends before it asks for the initial
+        offset, which may be ``latest``), so such a start is checked against the current end.
+        """
+        if first.is_earliest or not _beyond(first, last):
+            return False
+        if self._available_now is not None:
+            last = last_message_id(lookup, ref)
+            if not _beyond(first, last):
+                return False
+        self._data_loss(
+            f"partition {ref.name} was read up to {first} but now ends at "
+            f"{last if last is not None else 'nothing (it is empty)'}"
+        )
+        return True
 
     def _data_loss(self, what: str) -> None:
         message = (
@@ -242,6 +279,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.options.fail_on_data_loss:
             raise DataLossError(message)
         log.warning(message)
+
+
+def _beyond(first: MessageId, last: MessageId | None) -> bool:
+    """Whether a partition ending at ``last`` (None: empty) ends before position ``first``."""
+    return last is None or position_key(last) < position_key(first)
 
 
 def _ref_from_name(name: str) -> PartitionRef:

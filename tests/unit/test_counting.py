@@ -1,0 +1,316 @@
+"""Counting messages for maxMessagesPerTrigger, on entries built in memory (no broker).
+
+:class:`MessageCounter` is fed a model partition through a stand-in for its range reader, which
+hands out the entries from the start entry to the end entry, as the real one does. The tests
+check that a limit ends a micro-batch after exactly N messages (cutting inside a batch), that
+the ends of consecutive batches partition the messages, how a budget is shared between
+partitions, and that the per-entry index range equals the message-by-message definition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Generator, Iterable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pulsar_spark.client.reader import RawEntry
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.payload import PayloadSection
+from pulsar_spark.spark.counting import MessageCounter, _index_range, limit_ends
+from pulsar_spark.spark.offsets import NOTHING_CONSUMED, position_key
+
+# --- building entries ------------------------------------------------------------------------
+
+
+def entry(
+    ledger: int,
+    entry_id: int,
+    batch: int | None = None,
+    *,
+    partition: int = 0,
+    marker: bool = False,
+    chunk: tuple[int, int] | None = None,
+) -> RawEntry:
+    """One entry as delivered: a batch of ``batch`` messages, or one unbatched message."""
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=entry_id, publish_time=1)
+    if batch is not None:
+        metadata.num_messages_in_batch = batch
+    if marker:
+        metadata.marker_type = 1
+    if chunk is not None:
+        metadata.uuid = "u"
+        metadata.chunk_id, metadata.num_chunks_from_msg = chunk
+    message = pb.CommandMessage(
+        consumer_id=1,
+        message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry_id, partition=partition),
+    )
+    return RawEntry(message, PayloadSection(metadata, b""))
+
+
+def ids_of(entries: Iterable[RawEntry]) -> list[MessageId]:
+    """Every countable message id, in order."""
+    out = []
+    for raw in entries:
+        metadata = raw.section.metadata
+        if metadata.HasField("marker_type"):
+            continue
+        if metadata.HasField("uuid") and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+            continue
+        ledger, entry_id = raw.entry
+        if metadata.HasField("num_messages_in_batch"):
+            out += [MessageId(ledger, entry_id, i) for i in range(metadata.num_messages_in_batch)]
+        else:
+            out.append(MessageId(ledger, entry_id))
+    return out
+
+
+class FakeReader:
+    """Hands out the entries from ``start``'s entry through ``last``'s, like the range reader."""
+
+    def __init__(self, entries: list[RawEntry], start: MessageId, last: MessageId) -> None:
+        self._entries = entries
+        self._start, self._last = start, last
+
+    def entries(self) -> Generator[RawEntry, None, None]:
+        for raw in self._entries:
+            if (self._start.is_earliest or raw.entry >= self._start.entry) and (
+                raw.entry <= self._last.entry
+            ):
+                yield raw
+
+
+def counter(entries: list[RawEntry], start: MessageId, last: MessageId) -> MessageCounter:
+    lookup: Any = SimpleNamespace(timeout=1.0)
+    made = MessageCounter(lookup, "t", start, last, poll_timeout=1.0)
+    made._reader = FakeReader(entries, start, last)  # type: ignore[assignment]
+    return made
+
+
+def between(messages: list[MessageId], start: MessageId, end: MessageId) -> list[MessageId]:
+    """The messages in (start, end] by the offsets' ordering."""
+    return [
+        m
+        for m in messages
+        if (start.is_earliest or position_key(start) < position_key(m))
+        and position_key(m) <= position_key(end)
+    ]
+
+
+# A partition of 1000 messages: three single messages, 142 batches of 7 and one of 3.
+SEVENS = [entry(2, e) for e in range(3)] + [
+    entry(2, 3 + e, 7 if e < 142 else 3) for e in range(143)
+]
+LAST = MessageId(2, 145)
+
+# --- one partition ---------------------------------------------------------------------------
+
+
+def test_take_counts_exactly_and_cuts_inside_batches() -> None:
+    messages = ids_of(SEVENS)
+    assert len(messages) == 1000
+    start = NOTHING_CONSUMED
+    ends = []
+    while True:
+        walker = counter(SEVENS, start, LAST)
+        taken = walker.take(100)
+        walker.close()
+        if not taken:
+            assert walker.exhausted
+            break
+        got = between(messages, start, walker.position)
+        assert len(got) == taken
+        ends.append(walker.position)
+        start = walker.position
+    # each end is the 100th message of its batch; one that ends its entry names the whole entry
+    assert [str(e) for e in ends] == [
+        "2:16:5",
+        "2:31:0",
+        "2:45:2",
+        "2:59:4",
+        "2:73:-1",
+        "2:88:1",
+        "2:102:3",
+        "2:116:5",
+        "2:131:0",
+        "2:145:-1",
+    ]
+    assert [str(m) for m in messages[99::100]] == [
+        "2:16:5",
+        "2:31:0",
+        "2:45:2",
+        "2:59:4",
+        "2:73:6",
+        "2:88:1",
+        "2:102:3",
+        "2:116:5",
+        "2:131:0",
+        "2:145:2",
+    ]
+    batches = [between(messages, a, b) for a, b in itertools.pairwise([NOTHING_CONSUMED, *ends])]
+    assert [len(b) for b in batches] == [100] * 10
+    assert [m for b in batches for m in b] == messages
+
+
+def test_a_batch_consumed_to_its_end_is_recorded_as_the_whole_entry() -> None:
+    entries = [entry(5, 0, 4), entry(5, 1, 4)]
+    walker = counter(entries, NOTHING_CONSUMED, MessageId(5, 1))
+    assert walker.take(3) == 3
+    assert walker.position == MessageId(5, 0, 2)
+    assert walker.take(1) == 1
+    assert walker.position == MessageId(5, 0, -1)  # not 5:0:3
+    assert walker.take(4) == 4
+    assert walker.position == MessageId(5, 1, -1)
+    assert walker.exhausted is False  # it has not looked past what it was asked for
+    assert walker.take(1) == 0
+    assert walker.exhausted is True
+    assert walker.position == MessageId(5, 1, -1)
+
+
+def test_starting_inside_a_batch_and_ending_inside_one() -> None:
+    entries = [entry(5, 0, 4), entry(5, 1, 4), entry(5, 2, 4)]
+    # after 5:0:1, through 5:2:1 (an end inside a batch, as a user's endingOffsets can be)
+    walker = counter(entries, MessageId(5, 0, 1), MessageId(5, 2, 1))
+    assert walker.take(2) == 2
+    assert walker.position == MessageId(5, 0, -1)
+    assert walker.take(100) == 6
+    # the end cuts the last batch, so its end is that index, not the whole entry
+    assert walker.position == MessageId(5, 2, 1)
+    assert walker.take(1) == 0
+    assert walker.exhausted
+
+
+def test_markers_and_leading_chunks_are_not_messages() -> None:
+    entries = [
+        entry(1, 0),
+        entry(1, 1, marker=True),
+        entry(1, 2, chunk=(0, 3)),
+        entry(1, 3, chunk=(1, 3)),
+        entry(1, 4, chunk=(2, 3)),  # the chunked message's id is its last chunk's
+        entry(1, 5, 2),
+    ]
+    walker = counter(entries, NOTHING_CONSUMED, MessageId(1, 5))
+    assert walker.take(2) == 2
+    assert walker.position == MessageId(1, 4, -1)
+    assert walker.take(5) == 2
+    assert walker.position == MessageId(1, 5, -1)
+
+
+def test_single_messages_across_ledgers() -> None:
+    entries = [entry(1, 0), entry(1, 1), entry(3, 0), entry(3, 1)]
+    walker = counter(entries, MessageId(1, 0), MessageId(3, 1))
+    assert walker.take(2) == 2
+    assert walker.position == MessageId(3, 0, -1)
+    assert walker.take(2) == 1
+    assert walker.position == MessageId(3, 1, -1)
+
+
+# --- several partitions ----------------------------------------------------------------------
+
+
+def partition(index: int, sizes: list[int]) -> tuple[list[RawEntry], MessageId]:
+    entries = [entry(10 + index, e, n, partition=index) for e, n in enumerate(sizes)]
+    return entries, MessageId(10 + index, len(sizes) - 1)
+
+
+def test_limit_shares_the_budget_evenly_then_gives_the_rest_to_who_has_more() -> None:
+    p0, last0 = partition(0, [7] * 85 + [5])  # 600 messages
+    p1, last1 = partition(1, [7] * 57 + [1])  # 400 messages
+    starts = {"p0": NOTHING_CONSUMED, "p1": NOTHING_CONSUMED}
+    counts = []
+    while True:
+        counters = {
+            name: counter(entries, starts[name], last)
+            for name, entries, last in (("p0", p0, last0), ("p1", p1, last1))
+            if position_key(last) > position_key(starts[name]) or starts[name].is_earliest
+        }
+        if not counters:
+            break
+        ends = limit_ends(counters, 100)
+        taken = {
+            name: len(between(ids_of(entries), starts[name], ends.get(name, starts[name])))
+            for name, entries in (("p0", p0), ("p1", p1))
+        }
+        counts.append((taken["p0"], taken["p1"]))
+        starts.update(ends)
+    assert counts == [(50, 50)] * 8 + [(100, 0)] * 2
+    assert starts == {"p0": MessageId(10, 85), "p1": MessageId(11, 57)}
+
+
+def test_limit_with_three_partitions_and_a_small_budget() -> None:
+    entries = {f"p{i}": partition(i, [7] * 3) for i in range(3)}
+    counters = {n: counter(e, NOTHING_CONSUMED, last) for n, (e, last) in entries.items()}
+    ends = limit_ends(counters, 10)
+    # 10 // 3 = 3 each, then the remaining one to the first partition
+    assert ends == {"p0": MessageId(10, 0, 3), "p1": MessageId(11, 0, 2), "p2": MessageId(12, 0, 2)}
+
+
+def test_limit_larger_than_the_backlog_takes_everything() -> None:
+    entries = {f"p{i}": partition(i, [3, 4]) for i in range(2)}
+    counters = {n: counter(e, NOTHING_CONSUMED, last) for n, (e, last) in entries.items()}
+    ends = limit_ends(counters, 1000)
+    assert ends == {"p0": MessageId(10, 1), "p1": MessageId(11, 1)}
+    assert all(c.exhausted for c in counters.values())
+
+
+# --- the index range per entry -----------------------------------------------------------------
+
+
+def countable_one_by_one(
+    ledger: int, entry_id: int, count: int, *, batched: bool, after: MessageId, upto: MessageId
+) -> list[int]:
+    """The definition, message by message (how the indexes used to be computed)."""
+    candidates = list(range(count)) if batched else [-1]
+    low, high = position_key(after), position_key(upto)
+    return [i for i in candidates if low < position_key(MessageId(ledger, entry_id, i)) <= high]
+
+
+BOUNDS = [
+    NOTHING_CONSUMED,
+    *(
+        MessageId(ledger, e, b)
+        for ledger in (3, 4)
+        for e in (-1, 0, 1, 2)
+        for b in (-1, 0, 1, 3, 4, 6, 9)
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("count", "batched"),
+    [(1, True), (4, True), (7, True), (1, False)],
+    ids=["batch-of-1", "batch-of-4", "batch-of-7", "single"],
+)
+def test_index_range_equals_the_message_by_message_definition(count: int, batched: bool) -> None:
+    for ledger, entry_id in ((4, 1), (3, 2), (4, 0)):
+        raw = entry(ledger, entry_id, count if batched else None)
+        walker = counter([raw], NOTHING_CONSUMED, MessageId(9, 9))
+        for after, upto in itertools.product(BOUNDS, BOUNDS):
+            walker.position, walker._last = after, upto
+            expected = countable_one_by_one(
+                ledger, entry_id, count, batched=batched, after=after, upto=upto
+            )
+            assert list(walker._countable(raw)) == expected, (after, upto, ledger, entry_id)
+            if batched:
+                got = _index_range(
+                    (ledger, entry_id), count, position_key(after), position_key(upto)
+                )
+                assert list(got) == expected
+
+
+def test_index_range_random_entries() -> None:
+    rng = random.Random(7)
+    for _ in range(3_000):
+        count = rng.randint(1, 40)
+        ledger, entry_id = rng.randint(0, 2), rng.randint(0, 5)
+        after = MessageId(rng.randint(0, 2), rng.randint(-1, 5), rng.randint(-1, 41))
+        upto = MessageId(rng.randint(0, 2), rng.randint(0, 5), rng.randint(-1, 41))
+        expected = countable_one_by_one(
+            ledger, entry_id, count, batched=True, after=after, upto=upto
+        )
+        got = _index_range((ledger, entry_id), count, position_key(after), position_key(upto))
+        assert list(got) == expected
