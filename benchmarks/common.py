@@ -45,9 +45,12 @@ DEFAULT_PARTITIONS = 4
 # --------------------------------------------------------------------------- broker and data
 
 
-def start_broker(topic: str = DEFAULT_TOPIC, partitions: int = DEFAULT_PARTITIONS) -> LocalBroker:
-    """A fresh broker (temporary data directory) where ``topic`` has ``partitions`` partitions."""
-    return LocalBroker.start(partitioned_topics={topic: partitions})
+def start_broker(
+    topic: str | Sequence[str] = DEFAULT_TOPIC, partitions: int = DEFAULT_PARTITIONS
+) -> LocalBroker:
+    """A fresh broker (temporary data directory) where each topic named has ``partitions``."""
+    topics = [topic] if isinstance(topic, str) else topic
+    return LocalBroker.start(partitioned_topics=dict.fromkeys(topics, partitions))
 
 
 def partition_topic(topic: str, index: int) -> str:

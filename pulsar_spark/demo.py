@@ -77,15 +77,20 @@ def session() -> SparkSession:
 
 
 def events(spark: SparkSession, count: int) -> DataFrame:
-    """Synthetic click events: 5,000 users, 8 pages, 4 actions, one event every 10 ms."""
+    """Synthetic click events: 5,000 users, 8 pages, 4 actions, one event every 10 ms.
+
+    Event ``id`` has user ``id % 5000``, page ``id * 7 % 8`` and, from ``id * 13 % 11``,
+    action view (5 in 11), click (3 in 11), scroll (2 in 11) or purchase (1 in 11).
+    """
     return (
         spark.range(count)
         .selectExpr(
             "CAST(id % 5000 AS STRING) AS user_id",
             "element_at(array('home','search','product','cart','checkout','help','blog','account'),"
             " CAST(id * 7 % 8 AS INT) + 1) AS page",
-            "element_at(array('view','click','scroll','purchase'), CAST(id * 13 % 4 AS INT) + 1)"
-            " AS action",
+            # id % 11 is independent of the page (id % 8): every page sees every action
+            "element_at(array('view','view','view','view','view','click','click','click',"
+            "'scroll','scroll','purchase'), CAST(id * 13 % 11 AS INT) + 1) AS action",
             "timestamp_millis(1767225600000 + id * 10) AS ts",
             "id",
         )

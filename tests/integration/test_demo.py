@@ -1,0 +1,107 @@
+"""``python -m pulsar_spark.demo`` (the ``make demo`` job), run small, as a user runs it.
+
+The demo starts its own pulsar-lite broker and Spark, so it runs as a separate process. Every
+number it prints about the data is checked against counts computed here from the way the demo
+generates its events: the page and action table, the busiest users, and the events per
+partition, which follow Java's key routing.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = 6000  # users 0..999 get two events, users 1000..4999 one
+PER_TRIGGER = 2000
+USERS = 5000
+PAGES = ["home", "search", "product", "cart", "checkout", "help", "blog", "account"]
+ACTIONS = ["view"] * 5 + ["click"] * 3 + ["scroll"] * 2 + ["purchase"]  # by id * 13 % 11
+PARTITIONS = 4
+
+
+def java_partition(key: str, partitions: int) -> int:
+    """The partition a Java producer picks: ``(String.hashCode(key) & 0x7FFFFFFF) % n``."""
+    utf16 = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(utf16), 2):  # Java hashes UTF-16 code units
+        h = (31 * h + int.from_bytes(utf16[i : i + 2], "big")) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def expected_table() -> dict[str, dict[str, int]]:
+    table = {page: dict.fromkeys(("view", "click", "scroll", "purchase"), 0) for page in PAGES}
+    for i in range(EVENTS):
+        table[PAGES[i * 7 % 8]][ACTIONS[i * 13 % 11]] += 1
+    return table
+
+
+def run_demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    command = [
+        sys.executable,
+        "-m",
+        "pulsar_spark.demo",
+        "--events",
+        str(EVENTS),
+        "--per-trigger",
+        str(PER_TRIGGER),
+        "--output",
+        str(tmp_path / "demo"),
+    ]
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+def test_demo(tmp_path: Path) -> None:
+    result = run_demo(tmp_path)
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+
+    assert "==> starting embedded pulsar-lite with topic 'clicks' (4 partitions)" in out
+    assert "==> writing 6,000 click events with df.write.format('pulsar')" in out
+    assert re.search(r"^    6,000 events in [\d.]+s = [\d,]+ msg/s$", out, re.MULTILINE)
+
+    # The stream: AvailableNow in micro-batches of exactly --per-trigger messages.
+    batches = re.findall(r"^    micro-batch (\d+): ([\d,]+) rows in \d+ ms$", out, re.MULTILINE)
+    assert batches == [("0", "2,000"), ("1", "2,000"), ("2", "2,000")]
+    assert re.search(
+        r"^    6,000 events in [\d.]+s = [\d,]+ msg/s \(incl\. start-up\)$", out, re.MULTILINE
+    )
+
+    # The aggregate over the Parquet output.
+    assert "    6,000 events landed; per page and action:" in out
+    rows = re.findall(r"^    (\w+) +([\d,]+) +([\d,]+) +([\d,]+) +([\d,]+)$", out, re.MULTILINE)
+    columns = ("view", "click", "scroll", "purchase")
+    table = {
+        page: {c: int(n.replace(",", "")) for c, n in zip(columns, counts, strict=True)}
+        for page, *counts in rows
+    }
+    assert table == expected_table()
+    assert list(table) == sorted(PAGES)
+
+    per_user = Counter(str(i % USERS) for i in range(EVENTS))
+    top = sorted(per_user.items(), key=lambda item: (-item[1], item[0]))[:3]
+    assert f"    busiest users: {', '.join(f'{u} ({n})' for u, n in top)}" in out
+    assert top == [("0", 2), ("1", 2), ("10", 2)]
+
+    [line] = re.findall(r"^    events per partition: (\{.*\})$", out, re.MULTILINE)
+    per_partition = Counter(java_partition(str(i % USERS), PARTITIONS) for i in range(EVENTS))
+    assert ast.literal_eval(line) == dict(sorted(per_partition.items()))
+    assert sum(per_partition.values()) == EVENTS
+
+    assert re.search(r"^==> done in \d+s; Parquet output in .*demo$", out, re.MULTILINE)
+    assert "!!" not in out
+    assert (tmp_path / "demo" / "events").is_dir()
