@@ -174,6 +174,7 @@ class RangeReader:
             if ended_at is None and _past_end(last, self.range):
                 ended_at = time.monotonic()
             yield raw
+            idle_since = time.monotonic()  # time the caller spent is not the broker's silence
 
     def _on_idle(self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None) -> None:
         idle = time.monotonic() - idle_since

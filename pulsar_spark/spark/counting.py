@@ -60,6 +60,16 @@ class MessageCounter:
             )
         return taken
 
+    def resumes(self, start: MessageId, last: MessageId) -> bool:
+        """Whether this counter stands at ``start`` of the same range, so that counting the
+        next micro-batch can go on from here (with what it already received) instead of
+        subscribing again."""
+        return (
+            not self.exhausted
+            and position_key(self.position) == position_key(start)
+            and position_key(self._last) == position_key(last)
+        )
+
     def close(self) -> None:
         if self._entries is not None:
             self._entries.close()

@@ -66,6 +66,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[str, MessageId | None] | None = None
         self._latest: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
+        # The driver's message counters, kept between micro-batches: the next one usually
+        # starts where the last ended, and goes on counting from there (see ``_limited``).
+        self._counters: dict[str, MessageCounter] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the options only: read() is stateless by design.
@@ -108,6 +111,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 return self._latest_offset(start, limit)
             except PulsarConnectionError as exc:
+                self._close_counters({})
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.options.client.connection_timeout
@@ -144,7 +148,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""
 
     def stop(self) -> None:
-        """Nothing to release: connections belong to the process-wide pool."""
+        """Close the driver's counters (connections belong to the process-wide pool). Spark
+        may never call this; nothing depends on it."""
+        self._close_counters({})
 
     # --- executors -------------------------------------------------------------------------
 
@@ -231,19 +237,40 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available: dict[str, MessageId],
         budget: int,
     ) -> dict[str, MessageId]:
+        """End positions after at most ``budget`` messages past ``starts``.
+
+        A counter that already stands at a partition's start (it ended the previous
+        micro-batch there, and the range's end has not moved) goes on from where it is, with
+        the entries it has received since; any other is replaced by a new one. Counters are
+        kept for the next micro-batch and all dropped on any error.
+        """
         counters = {
-            name: MessageCounter(
-                lookup, name, starts[name], available[name], self.options.poll_timeout
-            )
+            name: self._counter(lookup, name, starts[name], available[name])
             for name in starts
             if has_messages_after(starts[name], available[name])
         }
+        self._close_counters(counters)
         try:
             ends = limit_ends(counters, budget)
-        finally:
-            for counter in counters.values():
-                counter.close()
+        except BaseException:
+            self._close_counters({})
+            raise
         return {name: ends.get(name, starts[name]) for name in starts}
+
+    def _counter(
+        self, lookup: Lookup, name: str, start: MessageId, last: MessageId
+    ) -> MessageCounter:
+        counter = self._counters.get(name)
+        if counter is not None and counter.resumes(start, last):
+            return counter
+        return MessageCounter(lookup, name, start, last, self.options.poll_timeout)
+
+    def _close_counters(self, keep: dict[str, MessageCounter]) -> None:
+        """Close every counter not in ``keep``, which becomes the set kept."""
+        for counter in self._counters.values():
+            if counter not in keep.values():
+                counter.close()
+        self._counters = keep
 
     def _check_vanished(self, begin: Mapping[str, MessageId], refs: list[PartitionRef]) -> None:
         current = {ref.name for ref in refs}

@@ -832,6 +832,44 @@ def test_data_loss_warning_and_offsets_on_the_driver(
     assert lenient.latestOffset(reset, ReadMaxRows(3)) == {name: sent[2].position()}
 
 
+def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
+    broker: LocalBroker, client: pulsar.Client, topic_name: str
+) -> None:
+    """The driver keeps its message counters between micro-batches: each limited
+    latestOffset counts on from the previous end, cutting inside entries of 4, and ends at
+    the whole last entry. Asking again from an earlier start (a replayed micro-batch) starts
+    a new count and gives the same ends."""
+    sent = publish(client, topic_name, drafts(25, "r"), batch_size=4)
+    name = full(topic_name)
+    reader = PulsarStreamReader(
+        ReadOptions.parse(
+            {
+                "service.url": broker.service_url,
+                "topic": topic_name,
+                "startingOffsets": "earliest",
+            },
+            streaming=True,
+        )
+    )
+    initial = reader.initialOffset()
+    assert initial == {name: NOTHING_CONSUMED.to_json()}
+    ends, start = [], initial
+    for _ in range(5):
+        start = reader.latestOffset(start, ReadMaxRows(7))
+        ends.append(start)
+    assert ends == [
+        {name: sent[6].position()},  # entry 1, index 2
+        {name: sent[13].position()},  # entry 3, index 1
+        {name: sent[20].position()},  # entry 5, index 0
+        {name: sent[24].position(-1)},  # entry 6 (one message), whole
+        {name: sent[24].position(-1)},  # nothing left
+    ]
+    assert reader.latestOffset(ends[1], ReadMaxRows(7)) == ends[2]
+    assert reader.latestOffset(initial, ReadMaxRows(7)) == ends[0]
+    assert reader.latestOffset(ends[0], ReadMaxRows(7)) == ends[1]
+    reader.stop()
+
+
 def test_initial_offset_is_resolved_once(
     broker: LocalBroker, client: pulsar.Client, topic_name: str
 ) -> None:
