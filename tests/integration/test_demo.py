@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from java_routing import java_partition
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -27,15 +28,6 @@ USERS = 5000
 PAGES = ["home", "search", "product", "cart", "checkout", "help", "blog", "account"]
 ACTIONS = ["view"] * 5 + ["click"] * 3 + ["scroll"] * 2 + ["purchase"]  # by id * 13 % 11
 PARTITIONS = 4
-
-
-def java_partition(key: str, partitions: int) -> int:
-    """The partition a Java producer picks: ``(String.hashCode(key) & 0x7FFFFFFF) % n``."""
-    utf16 = key.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(utf16), 2):  # Java hashes UTF-16 code units
-        h = (31 * h + int.from_bytes(utf16[i : i + 2], "big")) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % partitions
 
 
 def expected_table() -> dict[str, dict[str, int]]:

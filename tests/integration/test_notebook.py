@@ -18,6 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from java_routing import java_partition
 from nbclient import NotebookClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -32,15 +33,6 @@ PAGE_OF = ["home"] * 4 + ["search"] * 3 + ["product"] * 2 + ["cart", "checkout",
 ACTIONS = ["view", "click", "scroll", "purchase"]
 ACTION_OF = ["view"] * 5 + ["click"] * 3 + ["scroll"] * 2 + ["purchase"]
 """The action of event ``id`` is ``ACTION_OF[id * 13 % 11]``."""
-
-
-def java_partition(key: str, partitions: int) -> int:
-    """The partition a Java producer picks: ``(String.hashCode(key) & 0x7FFFFFFF) % n``."""
-    utf16 = key.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(utf16), 2):  # Java hashes UTF-16 code units
-        h = (31 * h + int.from_bytes(utf16[i : i + 2], "big")) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % partitions
 
 
 def expected_lines() -> list[str]:

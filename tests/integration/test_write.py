@@ -30,6 +30,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from java_routing import java_partition, java_string_hash
 from pyspark.errors import AnalysisException, PythonException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
@@ -63,25 +64,11 @@ def partition_topic(topic: str, index: int) -> str:
     return f"{full(topic)}-partition-{index}"
 
 
-# --- Java's String.hashCode, written independently of the connector ---------------------------
-
-
-def java_string_hash(text: str) -> int:
-    """``text.hashCode()`` in Java: ``h = 31 * h + c`` over UTF-16 code units, 32-bit signed."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def java_partition(key: str, partitions: int) -> int:
-    """The partition a Java producer's default router picks for ``key``."""
-    return (java_string_hash(key) & 0x7FFFFFFF) % partitions
+# --- Java's String.hashCode (tests/java_routing.py) ------------------------------------------
 
 
 def test_java_string_hash_reference_values() -> None:
-    """The helper above agrees with values Java prints for ``"...".hashCode()``."""
+    """The test helper agrees with values Java prints for ``"...".hashCode()``."""
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
