@@ -324,6 +324,16 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = QUERY_TIME
         time.sleep(0.2)
 
 
+def available_now(df: DataFrame, batches: Batches, checkpoint: Path) -> StreamingQuery:
+    """Start ``df`` with Trigger.AvailableNow, each micro-batch into ``batches``."""
+    return (
+        df.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def drain(query: StreamingQuery) -> None:
     """Wait for an AvailableNow query to finish; fail on its error."""
     assert query.awaitTermination(QUERY_TIMEOUT), "the AvailableNow query did not stop"
@@ -497,18 +507,16 @@ def test_max_messages_per_trigger_is_exact(
     p0 = publish(client, partition_of(topic, 0), drafts(600, "p0"), batch_size=7)
     p1 = publish(client, partition_of(topic, 1), drafts(400, "p1"), batch_size=7)
     batches = Batches()
-    query = (
+    query = available_now(
         stream(
             spark,
             broker.service_url,
             topic,
             startingOffsets="earliest",
             maxMessagesPerTrigger="100",
-        )
-        .writeStream.foreachBatch(batches)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+        ),
+        batches,
+        tmp_path / "checkpoint",
     )
     drain(query)
     assert batches.sizes() == [100] * 10
@@ -564,18 +572,16 @@ def test_available_now_reads_what_existed_at_start_and_stops(
     batches.hook = publish_late
 
     def run() -> StreamingQuery:
-        query = (
+        query = available_now(
             stream(
                 spark,
                 broker.service_url,
                 topic,
                 startingOffsets="earliest",
                 maxMessagesPerTrigger="100",
-            )
-            .writeStream.foreachBatch(batches)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
+            ),
+            batches,
+            tmp_path / "checkpoint",
         )
         drain(query)
         return query
@@ -758,12 +764,10 @@ def test_start_beyond_the_end_is_data_loss(
 
     def run(name: str, **options: str) -> tuple[StreamingQuery, Batches]:
         batches = Batches()
-        query = (
-            stream(spark, broker.service_url, topic_name, startingOffsets=beyond, **options)
-            .writeStream.foreachBatch(batches)
-            .option("checkpointLocation", str(tmp_path / name))
-            .trigger(availableNow=True)
-            .start()
+        query = available_now(
+            stream(spark, broker.service_url, topic_name, startingOffsets=beyond, **options),
+            batches,
+            tmp_path / name,
         )
         return query, batches
 
@@ -1025,14 +1029,12 @@ def test_checkpoint_offsets_are_canonical_json(
         (2, 0),
     ]
     checkpoint = tmp_path / "checkpoint"
-    query = (
+    query = available_now(
         stream(
             spark, broker.service_url, topic, startingOffsets="earliest", maxMessagesPerTrigger="6"
-        )
-        .writeStream.foreachBatch(Batches())
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+        ),
+        Batches(),
+        checkpoint,
     )
     drain(query)
     a, b = partition_of(topic, 0), partition_of(topic, 1)
@@ -1098,12 +1100,10 @@ def test_starting_time_skips_what_was_published_before(
     time.sleep(0.05)
     new = publish(client, partition_of(topic, 0), drafts(5, "new0"), batch_size=2)
     batches = Batches()
-    query = (
-        stream(spark, broker.service_url, topic, startingTime=str(since))
-        .writeStream.foreachBatch(batches)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    query = available_now(
+        stream(spark, broker.service_url, topic, startingTime=str(since)),
+        batches,
+        tmp_path / "checkpoint",
     )
     drain(query)
     assert batches.all() == new
@@ -1124,17 +1124,15 @@ def test_starting_offsets_json_is_inclusive(
     publish(client, partition_of(topic, 1), drafts(4, "j1"))
     assert p0[5].batch == 1
     batches = Batches()
-    query = (
+    query = available_now(
         stream(
             spark,
             broker.service_url,
             topic,
             startingOffsets=json.dumps({partition_of(topic, 0): p0[5].position()}),
-        )
-        .writeStream.foreachBatch(batches)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+        ),
+        batches,
+        tmp_path / "checkpoint",
     )
     drain(query)
     assert batches.all() == p0[5:]
