@@ -94,7 +94,7 @@ class Consumer:
         )
 
     def last_message_id(self) -> MessageId | None:
-        """The id of the topic's last message, or None if it holds none."""
+        """The topic's last entry, as a whole-entry id, or None if the topic holds none."""
         try:
             response = self.connection.request(
                 lambda rid: commands.get_last_message_id(
@@ -108,9 +108,7 @@ class Consumer:
             if "no messages" in str(exc).lower():
                 return None
             raise
-        data = response.last_message_id
-        last = MessageId.from_wire(data.ledgerId, data.entryId, data.batch_index, data.partition)
-        return None if last.entry_id < 0 else last
+        return last_entry(response.last_message_id)
 
     def seek_publish_time(self, publish_time: int) -> None:
         """Move the cursor to the first entry published at or after ``publish_time`` (ms)."""
@@ -144,3 +142,16 @@ class Consumer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def last_entry(data: pb.MessageIdData) -> MessageId | None:
+    """The whole-entry id (batch index -1) of a GetLastMessageId answer; None for entry -1.
+
+    Apache Pulsar adds the entry's largest batch index (``num_messages_in_batch - 1``, 0 for
+    an unbatched message), other brokers leave it out. Either way the answer means "up to the
+    end of this entry", which is what a batch index of -1 says to the reader and the offsets:
+    keeping the index would make an entry read to its end look like it went past the last
+    message, and an unbatched last message look like it lay beyond its own end.
+    """
+    last = MessageId.from_wire(data.ledgerId, data.entryId, -1, data.partition)
+    return None if last.entry_id < 0 else last

@@ -24,7 +24,10 @@ for ``poll_timeout``, it raises: a range that cannot be completed is an error, n
 short result.
 
 Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
-entry). A chunked message is delivered once its last chunk arrives, with that chunk's id.
+entry). A chunked message is delivered once its last chunk arrives, with that chunk's id, by
+the range its first chunk lies in: a range that ends inside one reads on to its last chunk,
+and the range after it never assembles that message again (its first chunk lies before the
+start, and later chunks without their first are discarded).
 Markers (replication, transactions) and messages whose ``ack_set`` bit is cleared (already
 acknowledged within a batch) are skipped. The subscription is removed when the reader is done.
 """
@@ -108,6 +111,8 @@ class RangeReader:
             past_end = raw.entry > end
             if past_end and not _continues_chunk(raw):
                 continue
+            if _chunk_before_start(raw, self.range):
+                continue  # its message is the previous range's, which finished it
             columns = self._decode(raw, assembler)
             if columns is None or not columns.count:
                 continue
@@ -241,6 +246,17 @@ def _subscribe_position(start: MessageId) -> MessageId:
 def _continues_chunk(raw: RawEntry) -> bool:
     metadata = raw.section.metadata
     return is_chunk(metadata) and metadata.chunk_id > 0
+
+
+def _chunk_before_start(raw: RawEntry, read_range: ReadRange) -> bool:
+    """Whether ``raw`` is a chunk (never batched) that lies before the range's first message.
+
+    Such a chunk must not reach the assembler: the range that ended on it completed its
+    message, and assembling it here would deliver that message a second time.
+    """
+    if read_range.start.is_earliest or not is_chunk(raw.section.metadata):
+        return False
+    return (*raw.entry, -1) < _first_key(read_range)
 
 
 def _is_empty(read_range: ReadRange) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import struct
 import threading
 import time
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 
 import pulsar
 import pytest
+from broker_proxy import BrokerProxy, apache_proxy
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.consumer import Consumer
@@ -41,8 +41,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.local_broker import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.encode import OutgoingMessage, routing_key
-from pulsar_spark.protocol.framing import encode_command
+from pulsar_spark.protocol.encode import Blobs, MessageColumns, OutgoingMessage, routing_key
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
 from pulsar_spark.protocol.routing import partitions_for_keys
 from pulsar_spark.topic import full_topic_name
@@ -445,72 +444,6 @@ def test_producer_fails_when_the_broker_goes_away() -> None:
 # --- receipts held back or forged by a proxy -------------------------------------------------
 
 
-class HoldingProxy:
-    """A loopback TCP proxy to the broker; the broker-to-client direction can be held."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self._target = target
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"pulsar://127.0.0.1:{self._listener.getsockname()[1]}"
-        self._flowing = threading.Event()
-        self._flowing.set()
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._downstream: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def hold(self) -> None:
-        """Stop passing broker bytes on (they wait, in order, until :meth:`release`)."""
-        self._flowing.clear()
-
-    def release(self) -> None:
-        self._flowing.set()
-
-    def inject(self, command: pb.BaseCommand) -> None:
-        """Send ``command`` to the client as if from the broker.
-
-        Only call it while no broker frame is half forwarded: when the stream is idle or
-        held since it last was.
-        """
-        with self._lock:
-            for client in self._downstream:
-                client.sendall(encode_command(command))
-
-    def close(self) -> None:
-        """Cut every connection; held bytes are dropped, not delivered."""
-        self._listener.close()
-        with self._lock:
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)  # wakes the pumps' recv
-                sock.close()
-        self._flowing.set()  # lets a held pump run into the closed socket and end
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self._target)
-            with self._lock:
-                self._sockets += [client, upstream]
-                self._downstream.append(client)
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, held: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if held:
-                    self._flowing.wait()
-                with self._lock:
-                    sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
 class ProxiedLookup(Lookup):
     """Lookups answer with the broker's own address; keep every connection on the proxy."""
 
@@ -519,21 +452,21 @@ class ProxiedLookup(Lookup):
 
 
 @pytest.fixture
-def proxy(broker: LocalBroker) -> Iterator[HoldingProxy]:
-    held = HoldingProxy((broker.host, broker.port))
+def proxy(broker: LocalBroker) -> Iterator[BrokerProxy]:
+    held = BrokerProxy((broker.host, broker.port))
     yield held
     held.close()
 
 
 @pytest.fixture
-def proxied_lookup(proxy: HoldingProxy) -> Iterator[Lookup]:
+def proxied_lookup(proxy: BrokerProxy) -> Iterator[Lookup]:
     pool = ConnectionPool()
     yield ProxiedLookup(proxy.url, pool, timeout=5.0)
     pool.close()
 
 
 def test_flush_times_out_without_receipts(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(
         proxied_lookup, full_topic_name(topic_name), batching=False, send_timeout=1.0
@@ -556,7 +489,7 @@ def test_flush_times_out_without_receipts(
 
 
 def _five_unanswered(
-    proxy: HoldingProxy, lookup: Lookup, topic_name: str, send_timeout: float
+    proxy: BrokerProxy, lookup: Lookup, topic_name: str, send_timeout: float
 ) -> Producer:
     """A producer allowed five pending messages that has sent five the broker holds back."""
     producer = Producer.create(
@@ -573,7 +506,7 @@ def _five_unanswered(
 
 
 def test_send_blocks_while_too_many_messages_lack_receipts(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = _five_unanswered(proxy, proxied_lookup, topic_name, send_timeout=1.0)
     started = time.monotonic()
@@ -589,7 +522,7 @@ def test_send_blocks_while_too_many_messages_lack_receipts(
 
 
 def test_blocked_send_resumes_when_receipts_arrive(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = _five_unanswered(proxy, proxied_lookup, topic_name, send_timeout=10.0)
     releaser = threading.Timer(0.5, proxy.release)
@@ -602,7 +535,7 @@ def test_blocked_send_resumes_when_receipts_arrive(
 
 
 def test_connection_loss_fails_a_waiting_flush(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(
         proxied_lookup, full_topic_name(topic_name), batching=False, send_timeout=30.0
@@ -620,7 +553,7 @@ def test_connection_loss_fails_a_waiting_flush(
 
 
 def test_send_error_from_the_broker_fails_the_producer(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(proxied_lookup, full_topic_name(topic_name), batching=False)
     producer.send(OutgoingMessage(b"fine"))
@@ -642,7 +575,7 @@ def test_send_error_from_the_broker_fails_the_producer(
 
 
 def test_receipt_out_of_order_is_a_protocol_error(
-    proxy: HoldingProxy, proxied_lookup: Lookup, topic_name: str
+    proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(proxied_lookup, full_topic_name(topic_name), batching=False)
     producer.send(OutgoingMessage(b"fine"))
@@ -657,3 +590,54 @@ def test_receipt_out_of_order_is_a_protocol_error(
     proxy.release()
     with pytest.raises(RemoteProtocolError):
         producer.close()
+
+
+def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
+    broker: LocalBroker, lookup: Lookup, client: pulsar.Client, topic_name: str
+) -> None:
+    """A broker with deduplication confirms a producer with the highest sequence id it has
+    stored under that name (the proxy answers so; pulsar-lite does not deduplicate). With
+    ``skip_stored`` those messages are not sent again: alone, in columns entirely stored, or
+    at the head of columns partly stored. Without it, everything is sent."""
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.last_sequence_ids = {"resumed": 5, "resumed-single": 5, "not-skipping": 5}
+    pool = ConnectionPool()
+    proxied = Lookup(proxy.url, pool, timeout=5.0)
+    batched, single, plain = (
+        full_topic_name(f"{topic_name}-{suffix}") for suffix in ("batched", "single", "plain")
+    )
+    values = [b"v%d" % i for i in range(12)]
+    try:
+        with Producer.create(
+            proxied,
+            batched,
+            producer_name="resumed",
+            skip_stored=True,
+            batch_max_messages=3,
+            batch_max_delay_ms=60_000,
+        ) as producer:
+            assert producer.last_sequence_id_from_broker == 5
+            producer.send(OutgoingMessage(values[0]))
+            producer.send_columns(MessageColumns(Blobs.of(values[1:4])))
+            producer.send_columns(MessageColumns(Blobs.of(values[4:9])))
+            producer.send(OutgoingMessage(values[9]))
+            producer.send_columns(MessageColumns(Blobs.of(values[10:])))
+            assert producer.messages_skipped == 6
+        with Producer.create(
+            proxied, single, producer_name="resumed-single", skip_stored=True, batching=False
+        ) as producer:
+            for value in values[:8]:
+                producer.send(OutgoingMessage(value))
+            assert producer.messages_skipped == 6
+        with Producer.create(proxied, plain, producer_name="not-skipping") as producer:
+            producer.send_columns(MessageColumns(Blobs.of(values[:3])))
+            assert producer.messages_skipped == 0
+    finally:
+        pool.close()
+        proxy.close()
+    assert [e.sequence_ids for e in raw_entries(lookup, batched, 2)] == [[6, 7, 8], [9, 10, 11]]
+    assert [g.value for g in read_exactly(client, batched, 6)] == values[6:]
+    assert [e.metadata.sequence_id for e in raw_entries(lookup, single, 2)] == [6, 7]
+    assert [g.value for g in read_exactly(client, single, 2)] == values[6:8]
+    assert [e.sequence_ids for e in raw_entries(lookup, plain, 1)] == [[0, 1, 2]]
+    assert [g.value for g in read_exactly(client, plain, 3)] == values[:3]

@@ -409,6 +409,12 @@ def test_range_ending_inside_a_chunked_message_still_returns_it_whole(
     # the end is the first chunk: the message that starts there is finished and returned
     got = read(lookup, topic, end=MessageId(ledger, 1))
     assert got == published.rows[:2]
+    # the next range starts after that first chunk: the message is not returned again
+    rest = read(lookup, topic, start=MessageId(ledger, 1), start_inclusive=False)
+    assert rest == published.rows[2:]
+    # starting at the first chunk (inclusive) returns it
+    again = read(lookup, topic, start=MessageId(ledger, 1))
+    assert again == published.rows[1:]
 
 
 # --- partitions ---------------------------------------------------------------------------------

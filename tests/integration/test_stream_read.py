@@ -28,6 +28,7 @@ from typing import Any
 import pulsar
 import pyarrow as pa
 import pytest
+from broker_proxy import apache_proxy
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -1136,3 +1137,55 @@ def test_starting_offsets_json_is_inclusive(
     )
     drain(query)
     assert batches.all() == p0[5:]
+
+
+# --- a broker whose last message ids carry a batch index ----------------------------------------
+
+
+def test_limited_query_where_last_ids_carry_a_batch_index(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """Apache Pulsar answers GetLastMessageId with the last entry's largest batch index (0 for
+    an unbatched message); pulsar-lite with none. Through a proxy that answers like Apache
+    Pulsar, a limited AvailableNow query reads a batched and an unbatched partition to their
+    last message, exactly once; run again with nothing new it reads nothing and reports no
+    data loss; run after more messages it reads just those. A batch read sees them all."""
+    topic = pooled_partitioned_topic(2)
+    p0 = publish(client, partition_of(topic, 0), drafts(17, "p0"), batch_size=5)
+    p1 = publish(client, partition_of(topic, 1), drafts(4, "p1"))
+    assert [m.batch for m in p0[-2:]] == [0, 1]
+    assert {m.batch for m in p1} == {-1}
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.batch_sizes = {(m.ledger, m.entry): m.batch + 1 for m in sorted(p0)}
+    batches = Batches()
+
+    def run() -> list[int]:
+        seen = set(batches.by_id)
+        drain(
+            available_now(
+                stream(
+                    spark, proxy.url, topic, startingOffsets="earliest", maxMessagesPerTrigger="6"
+                ),
+                batches,
+                tmp_path / "checkpoint",
+            )
+        )
+        return sorted(set(batches.by_id) - seen)
+
+    try:
+        first = run()
+        assert [len(batches.by_id[i]) for i in first] == [6, 6, 6, 3]
+        assert sorted(batches.all()) == sorted(p0 + p1)
+        assert answers.last_ids_answered >= 2
+        assert run() == []
+        more = publish(client, partition_of(topic, 1), drafts(3, "more"))
+        added = run()
+        assert [batches.by_id[i] for i in added] == [sorted(more)]
+        everything = spark.read.format("pulsar").option("service.url", proxy.url)
+        assert as_messages(everything.option("topic", topic).load()) == sorted(p0 + p1 + more)
+    finally:
+        proxy.close()

@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from pulsar_spark.client.consumer import last_entry
 from pulsar_spark.errors import (
     FrameTooLargeError,
     LocalProtocolError,
@@ -447,6 +448,31 @@ def test_get_last_message_id() -> None:
     assert cmd.type == Type.GET_LAST_MESSAGE_ID
     assert cmd.getLastMessageId.consumer_id == 8
     assert cmd.getLastMessageId.request_id == 9
+
+
+# GET_LAST_MESSAGE_ID_RESPONSE as Apache Pulsar sends it for a batch of 5 in entry 7:3 of
+# partition 2: {type: 30, getLastMessageIdResponse: {last_message_id: {ledgerId: 7,
+# entryId: 3, partition: 2, batch_index: 4}, request_id: 9}}
+LAST_ID_WITH_BATCH_INDEX = bytes.fromhex(
+    "00000015 00000011 081e f2010c 0a08 0807 1003 1802 2004 1009"
+)
+
+
+def test_last_message_id_means_its_whole_entry() -> None:
+    cmd = decode_one(LAST_ID_WITH_BATCH_INDEX).command
+    assert cmd.type == Type.GET_LAST_MESSAGE_ID_RESPONSE
+    answer = cmd.getLastMessageIdResponse
+    assert answer.request_id == 9
+    assert answer.last_message_id.batch_index == 4
+    last = last_entry(answer.last_message_id)
+    assert last == MessageId(7, 3, -1, 2)
+    assert last is not None and (last.batch_index, last.partition) == (-1, 2)
+    # without a batch index (pulsar-lite, older brokers): the same
+    assert last_entry(pb.MessageIdData(ledgerId=7, entryId=3, partition=2)) == last
+    # entry -1 (uint64 on the wire): the topic is empty
+    empty = pb.MessageIdData(ledgerId=(1 << 64) - 1, entryId=(1 << 64) - 1, batch_index=-1)
+    assert last_entry(empty) is None
+    assert last_entry(pb.MessageIdData(ledgerId=7, entryId=(1 << 64) - 1)) is None
 
 
 def test_unsubscribe_and_close_consumer() -> None:
