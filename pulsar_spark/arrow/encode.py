@@ -8,14 +8,22 @@ column       type                             becomes
 value        binary or string (required)      the payload (a null value is sent as null)
 key          string or binary                 the partition key (binary keys travel base64)
 properties   map<string,string>               message properties
-eventTime    timestamp                        event time (ms)
+eventTime    timestamp                        event time (ms, rounded down; from
+                                              1970-01-01 00:00:00.001 UTC on)
 topic        string                           the topic of the row, unless the ``topic``
                                               option is set (the option wins)
 ===========  ===============================  ==============================================
 
 Payloads and text keys go to the producer as they lie in Arrow's buffers (offsets and bytes),
 without a Python object per row; only properties, binary keys (base64-encoded) and the keys
-and topics used for routing are converted row by row.
+used for routing are converted row by row, and topic names once per distinct spelling.
+
+Pulsar's event time is an unsigned number of milliseconds since the epoch, 0 meaning none.
+Spark's microseconds are rounded down to the millisecond (as Spark's ``unix_millis`` does), so
+the earliest event time that can be sent is 1970-01-01 00:00:00.001 UTC: an earlier one would
+arrive as no event time (0 ms) or as a huge unsigned number (before 1970), and Java's producer
+refuses it too. A batch with such a row is refused with :class:`ConfigurationError` before
+any of its rows is sent; a null event time is sent as none.
 """
 
 from __future__ import annotations
@@ -26,9 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.encode import Blobs, MessageColumns, routing_key
+from pulsar_spark.topic import full_topic_name
 
 ACCEPTED_COLUMNS = {
     "value": "binary or string (required)",
@@ -38,13 +47,17 @@ ACCEPTED_COLUMNS = {
     "topic": "string",
 }
 
+EARLIEST_EVENT_TIME_MS = 1
+"""The earliest event time Pulsar carries, in ms since the epoch (0 means no event time)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Rows:
     """Rows of one record batch on their way to a producer; make with :meth:`of`.
 
-    ``batch`` has its keys as text, as they travel: a binary ``key`` column has been replaced
-    by its base64 text, and ``keys_are_base64`` says so.
+    ``batch`` has its keys and event times as they travel: a binary ``key`` column has been
+    replaced by its base64 text (``keys_are_base64`` says so), and ``eventTime`` by
+    milliseconds since the epoch, 0 for none.
     """
 
     batch: pa.RecordBatch
@@ -52,6 +65,9 @@ class Rows:
 
     @classmethod
     def of(cls, batch: pa.RecordBatch) -> Rows:
+        """The rows of ``batch``; raises ConfigurationError for an event time Pulsar cannot
+        carry (see the module's docstring)."""
+        batch = _event_times_in_millis(batch)
         if "key" not in batch.schema.names:
             return cls(batch, keys_are_base64=False)
         index = batch.schema.get_field_index("key")
@@ -72,12 +88,21 @@ class Rows:
         return keys
 
     def by_topic(self) -> list[tuple[str | None, Rows]]:
-        """The rows of each value of the ``topic`` column (None for null), in order of first
-        appearance."""
+        """The rows of each topic named in the ``topic`` column, in row order, by full name
+        (``foo`` and ``persistent://public/default/foo`` are one topic; None for null), the
+        topics in order of first appearance."""
         encoded = self.batch.column("topic").dictionary_encode(null_encoding="encode")
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        topics: list[str | None] = encoded.dictionary.to_pylist()
-        return [(topic, self.take(np.flatnonzero(codes == i))) for i, topic in enumerate(topics)]
+        spellings: list[str | None] = encoded.dictionary.to_pylist()
+        groups: dict[str | None, int] = {}  # full name -> group number
+        spelling_group = np.array(
+            [
+                groups.setdefault(None if s is None else full_topic_name(s), len(groups))
+                for s in spellings
+            ],
+            dtype=np.intp,
+        )
+        row_group = spelling_group[encoded.indices.to_numpy(zero_copy_only=False)]
+        return [(topic, self.take(np.flatnonzero(row_group == i))) for topic, i in groups.items()]
 
     def take(self, indices: npt.NDArray[np.intp]) -> Rows:
         return Rows(self.batch.take(pa.array(indices)), self.keys_are_base64)
@@ -116,10 +141,29 @@ class Rows:
     def _event_times(self) -> npt.NDArray[np.int64] | None:
         if "eventTime" not in self.batch.schema.names:
             return None
-        column = self.batch.column("eventTime")
-        millis = pc.divide(column.cast(pa.timestamp("us")).cast(pa.int64()), 1000)
-        times: npt.NDArray[np.int64] = pc.fill_null(millis, 0).to_numpy()
+        times: npt.NDArray[np.int64] = self.batch.column("eventTime").to_numpy()
         return times
+
+
+def _event_times_in_millis(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its ``eventTime`` column as milliseconds since the epoch, rounded down,
+    0 for null; a row before :data:`EARLIEST_EVENT_TIME_MS` is refused, naming its time."""
+    if "eventTime" not in batch.schema.names:
+        return batch
+    index = batch.schema.get_field_index("eventTime")
+    column = batch.column(index).cast(pa.timestamp("us", tz="UTC"))
+    millis = np.floor_divide(column.cast(pa.int64()).fill_null(0).to_numpy(), 1000)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    early = np.flatnonzero((millis < EARLIEST_EVENT_TIME_MS) & valid)
+    if early.size:
+        row = int(early[0])
+        raise ConfigurationError(
+            f"column 'eventTime': a row has event time {column[row].as_py().isoformat(' ')} "
+            f"({millis[row]} ms since the epoch); Pulsar carries event times as milliseconds "
+            "after the epoch, 0 meaning none, so the earliest is 1970-01-01 00:00:00.001 UTC "
+            "(give the row a null eventTime to send it without one)"
+        )
+    return batch.set_column(index, "eventTime", pa.array(millis))
 
 
 def _blobs(column: pa.Array) -> tuple[Blobs, npt.NDArray[np.bool_] | None]:

@@ -29,6 +29,14 @@ Entries are kept ``FRAME_PADDING`` (10 KiB) below that maximum: a broker that ad
 maximum (pulsar-lite) is assumed to allow 5 MiB, but the C++ client, under the official Python
 one, then discards entries larger than 5 MiB - 10 KiB as corrupt.
 
+With ``skip_stored``, messages whose sequence id is at or below the ``last_sequence_id`` the
+broker confirmed the producer with are not sent: a broker with deduplication answers with the
+highest id it has stored from an earlier producer of the same name, and would drop them. They
+must not go out at all, because the broker judges a whole batch by its first sequence id: a
+batch that mixed them with new messages would be dropped, new messages included, and batch
+boundaries depend on timing, so a retry cannot be relied on to draw them where the failed
+attempt did.
+
 Failure is sticky and loud: a SEND_ERROR, a receipt that does not match the FIFO's head, a lost
 connection or a timeout makes the producer failed, and the error is raised by the next
 :meth:`~Producer.send`, :meth:`~Producer.flush` or :meth:`~Producer.close`. A message either
@@ -105,6 +113,8 @@ class Producer:
         self._last_sequence_id_from_broker = success.last_sequence_id
         self._settings = settings
         self._next_sequence_id = settings.initial_sequence_id
+        self._stored_through = success.last_sequence_id if settings.skip_stored else -1
+        self._skipped = 0
         # Copies of settings the per-message path reads, one attribute lookup each.
         self._unbatched = not settings.batching
         self._batch_messages = settings.batch_max_messages
@@ -136,6 +146,7 @@ class Producer:
         *,
         producer_name: str | None = None,
         initial_sequence_id: int = 0,
+        skip_stored: bool = False,
         codec: int = compression.NONE,
         batching: bool = True,
         batch_max_messages: int = 1000,
@@ -150,10 +161,13 @@ class Producer:
         ``topic`` is a full name and must not be the root of a partitioned topic (open each
         ``-partition-N`` instead). ``producer_name`` should be stable across retries of the
         same work for broker-side deduplication; without one the broker picks a name.
+        ``skip_stored`` leaves out the messages the broker reports as stored (see the module
+        docstring); it is for producers that number the same messages the same way each time.
         """
         settings = _Settings(
             requested_name=producer_name or "",
             initial_sequence_id=initial_sequence_id,
+            skip_stored=skip_stored,
             codec=codec,
             batching=batching,
             batch_max_messages=batch_max_messages,
@@ -215,6 +229,11 @@ class Producer:
         return self._sent
 
     @property
+    def messages_skipped(self) -> int:
+        """Messages not sent because the broker had them already (``skip_stored``)."""
+        return self._skipped
+
+    @property
     def messages_acknowledged(self) -> int:
         """Messages the broker has confirmed with a receipt."""
         return self._acknowledged
@@ -230,6 +249,8 @@ class Producer:
             self._raise_unusable()
         sequence_id = self._next_sequence_id
         self._next_sequence_id = sequence_id + 1
+        if self._stored(sequence_id, 1):
+            return
         value = message.value
         if self._unbatched or (value is not None and len(value) > self._batch_bytes):
             self._send_batch()
@@ -247,6 +268,10 @@ class Producer:
             self._raise_unusable()
         first = self._next_sequence_id
         self._next_sequence_id = first + len(columns)
+        stored = self._stored(first, len(columns))
+        if stored:
+            columns = columns.slice(stored, len(columns))
+            first += stored
         alone = range(len(columns)) if self._unbatched else columns.larger_than(self._batch_bytes)
         start = 0
         for index in alone:
@@ -341,6 +366,13 @@ class Producer:
             self._fail(failure)
 
     # --- internals -------------------------------------------------------------------------
+
+    def _stored(self, first_sequence_id: int, count: int) -> int:
+        """How many of ``count`` messages numbered from ``first_sequence_id`` the broker
+        already has (they come first); counts them as skipped."""
+        stored = min(max(self._stored_through - first_sequence_id + 1, 0), count)
+        self._skipped += stored
+        return stored
 
     def _batch_rows(self, columns: MessageColumns, first_sequence_id: int) -> None:
         """Add ``columns`` to the open batch, sending each batch they fill."""
@@ -556,6 +588,7 @@ class _Settings:
 
     requested_name: str
     initial_sequence_id: int
+    skip_stored: bool
     codec: int
     batching: bool
     batch_max_messages: int

@@ -6,13 +6,17 @@ the task (Spark then retries it). Delivery is therefore at-least-once.
 
 Producer names and sequence ids are deterministic: a task's producer on partition ``p`` is
 named after the write (the streaming query id and micro-batch id, or the batch write's id),
-the task's partition and ``p``, and numbers its messages from 0. A retried task sends the same
-(name, sequence id) pairs again, so a broker with deduplication enabled drops the repeats:
-effectively exactly-once. Without broker deduplication a retry can duplicate what the failed
-attempt had already written.
+the task's partition and ``p``, and numbers its messages from 0. Given the same input, a
+retried task sends the same rows under the same (name, sequence id) pairs again. A broker with
+deduplication enabled confirms such a producer with the highest sequence id it has stored from
+the failed attempt, and the producer sends only what follows (``skip_stored``): effectively
+exactly-once. Without broker deduplication a retry can duplicate what the failed attempt had
+already written.
 
 Keyed rows go to the partition a Java producer would pick, ``(String.hashCode(key) &
-0x7FFFFFFF) % partitions``; unkeyed rows rotate over partitions one producer batch at a time.
+0x7FFFFFFF) % partitions``; unkeyed rows rotate over partitions one producer batch at a time,
+starting at the task's partition number (every attempt of a task starts at the same one,
+different tasks at different ones).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.options import WriteOptions
 from pulsar_spark.spark.planning import make_lookup
-from pulsar_spark.topic import TopicName, full_topic_name
+from pulsar_spark.topic import TopicName
 
 _TYPES: dict[str, tuple[type[DataType], ...]] = {
     "value": (BinaryType, StringType),
@@ -120,8 +124,8 @@ class _TaskWriter:
         self.options = options
         self.lookup: Lookup = make_lookup(options.client)
         context = TaskContext.get()
-        task = context.partitionId() if context is not None else 0
-        self.name_prefix = f"spark-{write_id}-{task}"
+        self.task = context.partitionId() if context is not None else 0
+        self.name_prefix = f"spark-{write_id}-{self.task}"
         self._partitions: dict[str, int] = {}
         self._round_robin: dict[str, RoundRobin] = {}
         self._producers: dict[tuple[str, int], Producer] = {}
@@ -159,10 +163,11 @@ class _TaskWriter:
             self._route(topic, group)
 
     def _route(self, topic: str, rows: Rows) -> None:
-        name = full_topic_name(topic)
-        partitions = self._partition_count(name)
-        for partition, group in self._by_partition(name, rows, partitions):
-            producer = self._producer(name, partition, partitions)
+        """Send ``rows`` to ``topic`` (a full name): all of a record batch's rows for that
+        topic, in row order, so that rows with the same key stay in order."""
+        partitions = self._partition_count(topic)
+        for partition, group in self._by_partition(topic, rows, partitions):
+            producer = self._producer(topic, partition, partitions)
             producer.send_columns(group.columns())
             self.counts[producer.topic] = self.counts.get(producer.topic, 0) + len(group)
 
@@ -188,7 +193,7 @@ class _TaskWriter:
         count = self._partitions.get(topic)
         if count is None:
             count = self._partitions[topic] = self.lookup.partitions(topic)
-            self._round_robin[topic] = RoundRobin(count)
+            self._round_robin[topic] = RoundRobin(count, start=self.task)
         return count
 
     def _producer(self, topic: str, partition: int, partitions: int) -> Producer:
@@ -200,6 +205,7 @@ class _TaskWriter:
                 self.lookup,
                 target,
                 producer_name=f"{self.name_prefix}-{max(partition, 0)}",
+                skip_stored=True,
                 codec=settings.codec,
                 batching=settings.batching,
                 batch_max_messages=settings.batch_max_messages,

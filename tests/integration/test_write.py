@@ -428,17 +428,21 @@ def test_unkeyed_rows_spread_over_every_partition(
     client: pulsar.Client,
     pooled_partitioned_topic: Callable[[int], str],
 ) -> None:
-    """Unkeyed rows rotate over the partitions one producer batch (here 500 rows) at a time:
-    with 4000 rows per task every partition gets some, in whole runs of 500."""
+    """Unkeyed rows rotate over the partitions one producer batch (here 500 rows) at a time,
+    each task starting at its own partition number (so every attempt of a task sends the same
+    rows to the same partitions): task t's run r of 500 rows goes to partition (t + r) % 4."""
     topic = pooled_partitioned_topic(4)
     df = spark.range(8000, numPartitions=2).select(F.format_string("u-%05d", "id").alias("value"))
     write(df, broker, topic=topic, **{"pulsar.producer.batchingMaxMessages": "500"})
 
+    expected: list[list[bytes]] = [[], [], [], []]
+    for task in (0, 1):
+        for run in range(8):
+            first = task * 4000 + run * 500
+            expected[(task + run) % 4] += [f"u-{i:05d}".encode() for i in range(first, first + 500)]
     partitions = read_partitioned(client, topic, 4)
-    values = sorted(g.value for got in partitions for g in got)
-    assert values == [f"u-{i:05d}".encode() for i in range(8000)]
+    assert [sorted(g.value for g in got) for got in partitions] == expected
     for index, got in enumerate(partitions):
-        assert len(got) >= 500 and len(got) % 500 == 0, (index, len(got))
         assert {(g.key, g.partition, g.null_value) for g in got} == {("", index, False)}
         per_producer = collections.Counter(g.producer_name for g in got)
         assert all(count % 500 == 0 for count in per_producer.values()), per_producer
@@ -501,6 +505,59 @@ def test_null_topic_without_topic_option_fails_the_write(
         PythonException, match="a row has a null 'topic' and no 'topic' option is set"
     ):
         write(df, broker)
+    # the task checks every row of a record batch before sending any of it
+    assert read_topic(client, topic_name) == []
+
+
+def test_rows_of_a_topic_spelled_several_ways_keep_their_order(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    topic_name: str,
+    pooled_partitioned_topic: Callable[[int], str],
+) -> None:
+    """One record batch names each topic short, as namespace/topic and fully qualified, in
+    turn: each topic, and each partition of a partitioned one, gets its rows in row order."""
+    partitioned = pooled_partitioned_topic(2)
+    spellings = {
+        topic_name: [topic_name, full(topic_name), f"public/default/{topic_name}"],
+        partitioned: [full(partitioned), partitioned],
+    }
+    rows = [  # (topic, value, key, the topic column)
+        (topic, f"{topic}-{i}", f"k{i % 2}", spelt[i % len(spelt)])
+        for i in range(40)
+        for topic, spelt in spellings.items()
+    ]
+    df = spark.createDataFrame(
+        [row[1:] for row in rows], "value string, key string, topic string"
+    ).coalesce(1)
+    write(df, broker)
+
+    def sent(topic: str, keys: tuple[str, ...]) -> list[bytes]:
+        return [v.encode() for t, v, k, _ in rows if t == topic and k in keys]
+
+    assert [g.value for g in read_topic(client, topic_name)] == sent(topic_name, ("k0", "k1"))
+    assert java_partition("k0", 2) != java_partition("k1", 2)
+    for key in ("k0", "k1"):
+        on_partition = read_topic(client, partition_topic(partitioned, java_partition(key, 2)))
+        assert [g.value for g in on_partition] == sent(partitioned, (key,))
+
+
+def test_event_time_before_1970_fails_the_write(
+    spark: SparkSession, broker: LocalBroker, client: pulsar.Client, topic_name: str
+) -> None:
+    """Pulsar carries event times as unsigned milliseconds, 0 meaning none: 1.5 ms before
+    the epoch (-2 ms, rounded down as Spark does) cannot be sent, and the row is named."""
+    rows = [("a", ts("2024-01-01T00:00:00")), ("b", ts("1969-12-31T23:59:59.998500"))]
+    df = spark.createDataFrame(rows, "value string, eventTime timestamp").coalesce(1)
+    with pytest.raises(
+        PythonException,
+        match=re.escape(
+            "column 'eventTime': a row has event time 1969-12-31 23:59:59.998500+00:00 "
+            "(-2 ms since the epoch)"
+        ),
+    ):
+        write(df, broker, topic=topic_name)
     # the task checks every row of a record batch before sending any of it
     assert read_topic(client, topic_name) == []
 

@@ -11,11 +11,13 @@ import datetime
 import itertools
 import os
 import random
+import re
 
 import pyarrow as pa
 import pytest
 
 from pulsar_spark.arrow.encode import Rows
+from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.encode import (
     BatchBuilder,
@@ -27,8 +29,9 @@ from pulsar_spark.protocol.encode import (
 )
 
 UTC = datetime.UTC
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 SIZES = [0, 1, 100, 127, 128, 300, 20_000]
-EVENT_YEARS = [1960, 1970, 2024]  # before 1970: a negative event time, a ten-byte varint
+EVENT_YEARS = [1970, 2024, 9999]  # from a two-byte varint to a seven-byte one
 
 
 def random_batch(  # noqa: PLR0917
@@ -60,7 +63,12 @@ def random_batch(  # noqa: PLR0917
         times = [
             maybe(
                 datetime.datetime(
-                    rng.choice(EVENT_YEARS), 1, 1, second=rng.randrange(60), tzinfo=UTC
+                    rng.choice(EVENT_YEARS),
+                    1,
+                    1,
+                    second=rng.randrange(60),
+                    microsecond=rng.randrange(1000, 10**6),  # 1 ms at least, 1970 too
+                    tzinfo=UTC,
                 )
             )
             for _ in range(rows)
@@ -83,7 +91,7 @@ def expected_messages(batch: pa.RecordBatch) -> list[OutgoingMessage]:
                 key,
                 key_is_base64,
                 tuple(row.get("properties") or ()),
-                int(event.timestamp() * 1000) if event is not None else 0,
+                (event - EPOCH) // datetime.timedelta(milliseconds=1) if event else 0,
             )
         )
     return messages
@@ -135,6 +143,63 @@ def test_rows_without_any_key_value_are_unkeyed() -> None:
     columns = Rows.of(batch).columns()
     assert columns.keys is None
     assert columns.message(1) == OutgoingMessage(b"b")
+
+
+def event_batch(micros: list[int | None]) -> pa.RecordBatch:
+    """One row per event time, given in microseconds since the epoch as Spark holds them."""
+    times = pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    return pa.RecordBatch.from_pydict({"value": pa.array([b"v"] * len(micros)), "eventTime": times})
+
+
+def test_event_times_are_rounded_down_to_the_millisecond() -> None:
+    """As Spark's ``unix_millis`` does; 1970-01-01 00:00:00.001 UTC is the earliest event time
+    Pulsar carries, and a null one is sent as none (0)."""
+    micros = [1000, 1999, 2000, 1_700_000_000_123_999, None, 253_402_300_799_999_999]
+    columns = Rows.of(event_batch(micros)).columns()
+    assert columns.event_times is not None
+    assert columns.event_times.tolist() == [1, 1, 2, 1_700_000_000_123, 0, 253_402_300_799_999]
+    assert [columns.message(i).event_time for i in (0, 4)] == [1, 0]
+
+
+EARLY_EVENT_TIMES: list[tuple[int, str]] = [
+    # (microseconds since the epoch, as the error shows it)
+    (999, "1970-01-01 00:00:00.000999+00:00 (0 ms since the epoch)"),
+    (0, "1970-01-01 00:00:00+00:00 (0 ms since the epoch)"),
+    (-1, "1969-12-31 23:59:59.999999+00:00 (-1 ms since the epoch)"),
+    (-1000, "1969-12-31 23:59:59.999000+00:00 (-1 ms since the epoch)"),
+    (-1500, "1969-12-31 23:59:59.998500+00:00 (-2 ms since the epoch)"),
+    (-315_619_200_000_000, "1960-01-01 00:00:00+00:00 (-315619200000 ms since the epoch)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("micros", "shown"), EARLY_EVENT_TIMES, ids=[f"{m}us" for m, _ in EARLY_EVENT_TIMES]
+)
+def test_event_times_before_the_first_millisecond_are_refused(micros: int, shown: str) -> None:
+    """Pulsar's event time is an unsigned number of milliseconds with 0 for none: 0 ms would
+    arrive as no event time, a negative one as a huge number. The batch is refused, naming
+    the column and the row's time (rounded down: -1.5 ms is -2 ms)."""
+    batch = event_batch([1_700_000_000_000_000, None, micros, -5_000_000])
+    with pytest.raises(
+        ConfigurationError, match=re.escape(f"column 'eventTime': a row has event time {shown}")
+    ):
+        Rows.of(batch)
+
+
+def test_rows_of_one_topic_spelled_two_ways_are_one_group_in_row_order() -> None:
+    """A topic is grouped by its full name, so its rows go to one producer in row order."""
+    spellings = ["foo", "persistent://public/default/foo", "bar", "foo", None, "public/default/bar"]
+    batch = pa.RecordBatch.from_pydict(
+        {"value": pa.array([f"v{i}" for i in range(6)]), "topic": pa.array(spellings)}
+    )
+    groups = [
+        (topic, rows.batch.column("value").to_pylist()) for topic, rows in Rows.of(batch).by_topic()
+    ]
+    assert groups == [
+        ("persistent://public/default/foo", ["v0", "v1", "v3"]),
+        ("persistent://public/default/bar", ["v2", "v5"]),
+        (None, ["v4"]),
+    ]
 
 
 Batches = list[tuple[bytes, bytes]]
