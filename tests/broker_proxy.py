@@ -1,8 +1,8 @@
 """A loopback TCP proxy in front of the test broker, for what a plain broker cannot show.
 
 The broker-to-client direction can be held (frames wait, in order, until released), commands
-can be injected as if from the broker, and the broker's commands can be rewritten on their way
-to the client. :class:`ApacheAnswers` uses the last to make pulsar-lite answer the way Apache
+can be injected as if from the broker, and commands can be rewritten on their way in either
+direction. :class:`ApacheAnswers` uses the last to make pulsar-lite behave the way Apache
 Pulsar does where the two differ.
 """
 
@@ -20,7 +20,7 @@ from pulsar_spark.protocol.framing import encode_command
 Type = pb.BaseCommand.Type
 
 Rewrite = Callable[[pb.BaseCommand], bool]
-"""Changes a broker command in place; returns whether it changed it."""
+"""Changes a command (the broker's or the client's) in place; returns whether it changed it."""
 
 
 class BrokerProxy:
@@ -84,9 +84,9 @@ class BrokerProxy:
             while data := source.recv(65536):
                 if from_broker:
                     self._flowing.wait()
-                    if self._rewrite is not None:
-                        pending += data
-                        data = self._rewritten_frames(pending)
+                if self._rewrite is not None:
+                    pending += data
+                    data = self._rewritten_frames(pending)
                 with self._lock:
                     sink.sendall(data)
         for sock in (source, sink):
@@ -122,12 +122,17 @@ class ApacheAnswers:
     - A PRODUCER_SUCCESS for a producer named in ``last_sequence_ids`` carries that
       ``last_sequence_id``, as a broker with deduplication answers a producer whose earlier
       messages it has stored.
+    - A SUBSCRIBE to a topic in ``first_ledgers`` whose start lies in an earlier ledger starts
+      at the first entry of ``first_ledgers[topic]`` instead: Apache Pulsar places a cursor
+      that points into a ledger retention removed at the first entry left (pulsar-lite, which
+      never removes anything, delivers nothing from a start in a ledger it does not have).
     """
 
     def __init__(self) -> None:
         self.url = ""
         self.batch_sizes: dict[tuple[int, int], int] = {}
         self.last_sequence_ids: dict[str, int] = {}
+        self.first_ledgers: dict[str, int] = {}
         self.last_ids_answered = 0
 
     def __call__(self, command: pb.BaseCommand) -> bool:
@@ -144,7 +149,17 @@ class ApacheAnswers:
             if success.producer_name in self.last_sequence_ids:
                 success.last_sequence_id = self.last_sequence_ids[success.producer_name]
                 return True
+        if command.type == Type.SUBSCRIBE:
+            return self._start_past_removed_ledgers(command.subscribe)
         return False
+
+    def _start_past_removed_ledgers(self, subscribe: pb.CommandSubscribe) -> bool:
+        first = self.first_ledgers.get(subscribe.topic)
+        start = subscribe.start_message_id
+        if first is None or not subscribe.HasField("start_message_id") or start.ledgerId >= first:
+            return False
+        start.ledgerId, start.entryId = first, 0
+        return True
 
 
 def apache_proxy(target: tuple[str, int]) -> tuple[BrokerProxy, ApacheAnswers]:

@@ -30,6 +30,11 @@ and the range after it never assembles that message again (its first chunk lies 
 start, and later chunks without their first are discarded).
 Markers (replication, transactions) and messages whose ``ack_set`` bit is cleared (already
 acknowledged within a batch) are skipped. The subscription is removed when the reader is done.
+
+A start that no longer exists shows in the first entry delivered: retention removes whole
+ledgers, and a broker places a cursor that points into a removed ledger at the first entry that
+is left, in a later ledger. The reader reports such a first entry to ``on_start_gone``, if given,
+before yielding anything, and goes on reading what is left when that returns.
 """
 
 from __future__ import annotations
@@ -92,15 +97,24 @@ class ReaderSettings:
     request_timeout: float = 30.0
 
 
+StartGone = Callable[[MessageId], None]
+"""Told the id of the first entry delivered, when it lies in a later ledger than the start."""
+
+
 class RangeReader:
     """Iterate over :class:`MessageColumns` (one per entry) of a :class:`ReadRange`."""
 
     def __init__(
-        self, lookup: Lookup, read_range: ReadRange, settings: ReaderSettings | None = None
+        self,
+        lookup: Lookup,
+        read_range: ReadRange,
+        settings: ReaderSettings | None = None,
+        on_start_gone: StartGone | None = None,
     ) -> None:
         self.lookup = lookup
         self.range = read_range
         self.settings = settings or ReaderSettings()
+        self.on_start_gone = on_start_gone
         self.duplicates_dropped = 0
         self.nudges = 0
 
@@ -175,6 +189,8 @@ class RangeReader:
             if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
                 continue
+            if last is None and _start_gone(self.range.start, raw.entry):
+                self._report_start_gone(raw)
             last = raw.entry
             if ended_at is None and _past_end(last, self.range):
                 ended_at = time.monotonic()
@@ -189,6 +205,10 @@ class RangeReader:
                 f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
             )
         self.nudges += 1
+
+    def _report_start_gone(self, raw: RawEntry) -> None:
+        if self.on_start_gone is not None:
+            self.on_start_gone(MessageId(*raw.entry, -1, raw.message.message_id.partition))
 
     def _decode(self, raw: RawEntry, assembler: ChunkAssembler) -> MessageColumns | None:
         section = raw.section
@@ -241,6 +261,12 @@ def _subscribe_position(start: MessageId) -> MessageId:
     if start.is_earliest or start.entry_id >= 0:
         return start
     return MessageId(start.ledger_id, 0, -1, start.partition)
+
+
+def _start_gone(start: MessageId, first: tuple[int, int]) -> bool:
+    """Whether a read from ``start`` whose first entry delivered is ``first`` began after the
+    start's ledger, which therefore no longer exists."""
+    return not start.is_earliest and first[0] > start.ledger_id
 
 
 def _continues_chunk(raw: RawEntry) -> bool:

@@ -7,13 +7,18 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import record_batches
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange, StartGone
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.spark.planning import PartitionRead, make_lookup
 
 
-def read_partition(work: PartitionRead) -> Iterator[pa.RecordBatch]:
-    """Read exactly the range in ``work`` and yield Arrow batches of the fixed schema."""
+def read_partition(
+    work: PartitionRead, on_start_gone: StartGone | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Read exactly the range in ``work`` and yield Arrow batches of the fixed schema.
+
+    ``on_start_gone`` is told when the range's start no longer exists (see the range reader).
+    """
     lookup = make_lookup(work.client)
     reader = RangeReader(
         lookup,
@@ -25,6 +30,7 @@ def read_partition(work: PartitionRead) -> Iterator[pa.RecordBatch]:
             end_inclusive=work.end_inclusive,
         ),
         ReaderSettings(poll_timeout=work.poll_timeout, request_timeout=lookup.timeout),
+        on_start_gone,
     )
     entries: Iterable[MessageColumns] = reader
     if work.min_publish_time is not None or work.max_publish_time is not None:

@@ -10,7 +10,10 @@ depend on checkpointed offsets alone — never on ``commit`` (which Spark calls 
 A partition that vanished, or that no longer reaches the checkpointed position (deleted and
 re-created, say), is data loss: the query fails unless ``failOnDataLoss=false``. Then a warning
 is logged and the partition starts over through the offsets themselves: the micro-batch that
-notices ends it at "nothing consumed", the next one reads it from its first message.
+notices ends it at "nothing consumed", the next one reads it from its first message. A task
+whose start position no longer exists (retention removed its ledger: the first entry delivered
+lies in a later ledger) is data loss too; with ``failOnDataLoss=false`` it warns and reads what
+is left of its range.
 """
 
 from __future__ import annotations
@@ -156,7 +159,15 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRead)
-        return read_partition(partition)
+
+        def start_gone(first: MessageId) -> None:
+            self._data_loss(
+                f"partition {partition.ref.name} was read up to {partition.start}, which no "
+                f"longer exists (removed by retention, or the topic was re-created); the first "
+                f"message left is in {first}"
+            )
+
+        return read_partition(partition, start_gone)
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import official_client
 import pulsar
 import pytest
+from broker_proxy import apache_proxy
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.connection import Connection
@@ -659,6 +660,51 @@ def test_ranges_by_batch_index(
     )
     assert ids(got) == [(ledger, e, i) for e, i in expected]
     assert got == [rows[e * 5 + i] for e, i in expected]
+
+
+# --- a start that no longer exists ---------------------------------------------------------------
+
+
+def test_a_start_in_a_removed_ledger_is_reported_before_anything_is_read(
+    client: pulsar.Client, broker: LocalBroker, topic: str
+) -> None:
+    """Retention removes whole ledgers, and Apache Pulsar places a cursor that points into a
+    removed one at the first entry left (here a proxy does it for pulsar-lite). A read whose
+    start lies in a removed ledger tells ``on_start_gone`` the first entry delivered, once,
+    before it yields anything, then reads what is left; a start whose ledger exists, inside
+    it or just before its first entry, and an earliest start, are not reported."""
+    publish(client, topic + "-earlier", [Sent(b"gives the topic below a later ledger")])
+    sent = [Sent(f"r{i}".encode(), sequence_id=i) for i in range(6)]
+    rows = publish(client, topic, sent, batching_enabled=False).rows
+    ledger = rows[0].ledger
+    assert ledger > 0 and [r.entry for r in rows] == list(range(6))
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.first_ledgers = {topic: ledger}
+    pool = ConnectionPool(connect_timeout=5)
+    through = Lookup(proxy.url, pool, timeout=10)
+
+    def read_from(start: MessageId) -> tuple[list[Row], list[MessageId]]:
+        gone: list[MessageId] = []
+        reader = RangeReader(
+            through,
+            ReadRange(topic, start, MessageId(ledger, 5), start_inclusive=False),
+            FAST,
+            gone.append,
+        )
+        got = []
+        for columns in reader:
+            got.append((list(gone), columns_rows(columns)))
+        assert all(reported == gone for reported, _ in got)  # reported before the first rows
+        return [row for _, batch in got for row in batch], gone
+
+    try:
+        assert read_from(MessageId(ledger - 1, 4)) == (rows, [MessageId(ledger, 0)])
+        assert read_from(MessageId(ledger, 2)) == (rows[3:], [])
+        assert read_from(MessageId(ledger, -1)) == (rows, [])
+        assert read_from(MessageId.earliest()) == (rows, [])
+    finally:
+        proxy.close()
+        pool.close()
 
 
 # --- volume: no duplicate, no gap --------------------------------------------------------------

@@ -761,12 +761,28 @@ def test_start_beyond_the_end_is_data_loss(
     partition holds, from its first message."""
     sent = publish(client, topic_name, drafts(10, "dl"))
     ledger = sent[0].ledger
-    beyond = json.dumps({topic_name: {"ledgerId": ledger, "entryId": 50, "batchIndex": -1}})
+    beyond = {topic_name: {"ledgerId": ledger, "entryId": 50, "batchIndex": -1}}
+    message, read = strict_then_lenient(spark, broker.service_url, topic_name, beyond, tmp_path)
+    assert "DataLossError" in message
+    assert f"partition {full(topic_name)} was read up to {ledger}:49:-1 but now ends at " in (
+        message
+    )
+    assert f"{ledger}:9:-1: data the query expected is gone" in message
+    assert "Set failOnDataLoss=false to continue from what exists" in message
+    assert read == sent
+
+
+def strict_then_lenient(
+    spark: SparkSession, url: str, topic: str, start: dict[str, Any], tmp_path: Path
+) -> tuple[str, list[Message]]:
+    """Run an AvailableNow query from startingOffsets ``start`` by default, which must fail,
+    then with failOnDataLoss=false, which must finish: the first one's error text, and what
+    the second one read."""
 
     def run(name: str, **options: str) -> tuple[StreamingQuery, Batches]:
         batches = Batches()
         query = available_now(
-            stream(spark, broker.service_url, topic_name, startingOffsets=beyond, **options),
+            stream(spark, url, topic, startingOffsets=json.dumps(start), **options),
             batches,
             tmp_path / name,
         )
@@ -775,17 +791,42 @@ def test_start_beyond_the_end_is_data_loss(
     query, _ = run("strict")
     with pytest.raises(StreamingQueryException) as info:
         query.awaitTermination(QUERY_TIMEOUT)
-    message = str(info.value)
-    assert "DataLossError" in message
-    assert f"partition {full(topic_name)} was read up to {ledger}:49:-1 but now ends at " in (
-        message
-    )
-    assert f"{ledger}:9:-1: data the query expected is gone" in message
-    assert "Set failOnDataLoss=false to continue from what exists" in message
-
     query, batches = run("lenient", failOnDataLoss="false")
     drain(query)
-    assert batches.all() == sent
+    return str(info.value), batches.all()
+
+
+def test_start_in_a_ledger_retention_removed_is_data_loss(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    topic_name: str,
+    tmp_path: Path,
+) -> None:
+    """A start position whose ledger retention removed: Apache Pulsar then delivers from the
+    first entry left, in a later ledger (a proxy makes pulsar-lite do the same; the start is a
+    user's startingOffsets here, a checkpoint's after a restart). By default the task fails
+    naming the partition, the start and the first message left; with failOnDataLoss=false the
+    query reads what is left."""
+    publish(client, topic_name + "-earlier", drafts(1, "earlier"))
+    sent = publish(client, topic_name, drafts(10, "rm"))
+    ledger = sent[0].ledger
+    assert ledger > 0
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.first_ledgers = {full(topic_name): ledger}
+    removed = {topic_name: {"ledgerId": ledger - 1, "entryId": 5, "batchIndex": -1}}
+    try:
+        message, read = strict_then_lenient(spark, proxy.url, topic_name, removed, tmp_path)
+    finally:
+        proxy.close()
+    assert "DataLossError" in message
+    assert (
+        f"partition {full(topic_name)} was read up to {ledger - 1}:4:-1, which no longer "
+        "exists (removed by retention, or the topic was re-created); the first message "
+        f"left is in {ledger}:0:-1: data the query expected is gone. Set "
+        "failOnDataLoss=false to continue from what exists"
+    ) in message
+    assert read == sent
 
 
 def test_data_loss_warning_and_offsets_on_the_driver(
