@@ -189,8 +189,8 @@ class RangeReader:
             if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
                 continue
-            if last is None and _start_gone(self.range.start, raw.entry):
-                self._report_start_gone(raw)
+            if last is None and self.on_start_gone and _start_gone(self.range.start, raw.entry):
+                self.on_start_gone(MessageId(*raw.entry, -1, raw.message.message_id.partition))
             last = raw.entry
             if ended_at is None and _past_end(last, self.range):
                 ended_at = time.monotonic()
@@ -205,10 +205,6 @@ class RangeReader:
                 f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
             )
         self.nudges += 1
-
-    def _report_start_gone(self, raw: RawEntry) -> None:
-        if self.on_start_gone is not None:
-            self.on_start_gone(MessageId(*raw.entry, -1, raw.message.message_id.partition))
 
     def _decode(self, raw: RawEntry, assembler: ChunkAssembler) -> MessageColumns | None:
         section = raw.section
