@@ -8,7 +8,9 @@ connection) may succeed, so callers never guess from message text.
 - :class:`ProtocolError` — bytes on the wire break the protocol. ``LocalProtocolError`` means we
   were asked to do something the protocol does not allow; ``RemoteProtocolError`` means the peer
   sent something invalid (bad checksum, oversize or truncated frame, unknown codec).
-- :class:`PulsarConnectionError` family — the link to a broker failed or was lost.
+- :class:`PulsarConnectionError` family — the link to a broker failed or was lost
+  (:class:`TlsError`, a failed TLS handshake, is the one that is not retriable).
+- :class:`CredentialsError` — the auth plugin could not produce credentials.
 - :class:`RequestTimeoutError` — a request got no answer in time.
 - :class:`ServerError` family — the broker answered with an error code; one subclass per code,
   looked up with :func:`server_error_for`.
@@ -73,6 +75,18 @@ class BrokerUnreachableError(PulsarConnectionError):
 
 class ConnectionClosedError(PulsarConnectionError):
     """An established connection was closed while requests were outstanding."""
+
+
+class TlsError(PulsarConnectionError):
+    """The TLS handshake failed: an untrusted, expired or misnamed certificate, or a peer that
+    does not speak TLS. Trying again does not change the broker's certificate."""
+
+    retriable = False
+
+
+class CredentialsError(PulsarSparkError):
+    """The auth plugin could not produce credentials (an unreadable token file, an OAuth2
+    issuer that refused the client or could not be reached)."""
 
 
 class RequestTimeoutError(PulsarSparkError):

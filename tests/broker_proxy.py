@@ -4,15 +4,31 @@ The broker-to-client direction can be held (frames wait, in order, until release
 can be injected as if from the broker, and commands can be rewritten on their way in either
 direction. :class:`ApacheAnswers` uses the last to make pulsar-lite behave the way Apache
 Pulsar does where the two differ.
+
+pulsar-lite has neither TLS nor authentication (it accepts any credentials), so the proxy can
+add both in front of it:
+
+- ``tls``: the listener speaks TLS (built on :mod:`ssl`, see :func:`server_tls_context`) and
+  :attr:`BrokerProxy.url` is ``pulsar+ssl://``; the broker side stays plain TCP.
+- ``auth``: an :class:`AuthPolicy` checks the client's CONNECT the way an Apache broker does,
+  answers a failure with Apache's CommandError, and challenges expired tokens for a refresh.
+
+With neither, and no rewrite, the proxy only pumps bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from google.protobuf.unknown_fields import UnknownFieldSet
+from support import tokens
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command
@@ -22,20 +38,429 @@ Type = pb.BaseCommand.Type
 Rewrite = Callable[[pb.BaseCommand], bool]
 """Changes a command (the broker's or the client's) in place; returns whether it changed it."""
 
+AUTH_FAILED_REQUEST_ID = 2**64 - 1
+"""The request id of Apache's authentication CommandError: Java's ``-1`` as a uint64."""
+
+AUTH_FAILED_MESSAGE = "Failed to authenticate"
+"""The message of every authentication CommandError an Apache broker sends (ServerCnx)."""
+
+AUTH_REFRESH_DATA = b"PulsarAuthRefresh"
+"""``challenge.auth_data`` of the AuthChallenge asking a client for fresh credentials."""
+
+PROTOCOL_VERSION = 21
+"""The newest protocol version an Apache broker speaks; challenges advertise at most this."""
+
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a client gets to complete the TLS handshake."""
+
+_FRAME_HEADER = struct.Struct(">II")
+_RECV_SIZE = 65536
+_AUTH_RESPONSE_FIELD = 37
+
+
+def server_tls_context(
+    cert: Path, key: Path, client_ca: Path | None = None, *, require_client_cert: bool = True
+) -> ssl.SSLContext:
+    """A server-side TLS context presenting ``cert``/``key``.
+
+    With ``client_ca``, client certificates are checked against it (mutual TLS): required by
+    default; with ``require_client_cert=False`` one is only checked if sent, as an Apache
+    broker does unless ``tlsRequireTrustedClientCertOnConnect`` is set.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(cafile=client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
+    return context
+
+
+def auth_error_command() -> pb.BaseCommand:
+    """The CommandError an Apache broker sends when authentication fails, then closing."""
+    error = pb.CommandError(
+        request_id=AUTH_FAILED_REQUEST_ID, error=pb.AuthenticationError, message=AUTH_FAILED_MESSAGE
+    )
+    return pb.BaseCommand(type=Type.ERROR, error=error)
+
+
+def auth_challenge_command(method: str, protocol_version: int) -> pb.BaseCommand:
+    """The AuthChallenge an Apache broker sends to have a client refresh its credentials."""
+    challenge = pb.CommandAuthChallenge(
+        challenge=pb.AuthData(auth_method_name=method, auth_data=AUTH_REFRESH_DATA),
+        protocol_version=min(PROTOCOL_VERSION, protocol_version),
+    )
+    return pb.BaseCommand(type=Type.AUTH_CHALLENGE, authChallenge=challenge)
+
+
+def auth_response_data(command: pb.BaseCommand) -> pb.AuthData | None:
+    """The credentials in an AUTH_RESPONSE, or ``None`` if it carries none.
+
+    Works whether or not the generated classes know ``BaseCommand.authResponse``: the
+    response (client_version 1, response 2, protocol_version 3) has the same layout as
+    CommandAuthChallenge, so an unknown field 37 is read as one.
+    """
+    if "authResponse" in pb.BaseCommand.DESCRIPTOR.fields_by_name:
+        response = command.authResponse  # type: ignore[attr-defined,unused-ignore]
+        return response.response if response.HasField("response") else None
+    for unknown in UnknownFieldSet(command):
+        if unknown.field_number == _AUTH_RESPONSE_FIELD:
+            parsed = pb.CommandAuthChallenge.FromString(unknown.data)
+            return parsed.challenge if parsed.HasField("challenge") else None
+    return None
+
+
+def _take_frames(pending: bytearray) -> list[bytes]:
+    """Remove the complete frames from the front of ``pending`` and return them."""
+    frames = []
+    while len(pending) >= 4:
+        (total,) = struct.unpack_from(">I", pending)
+        if len(pending) < 4 + total:
+            break
+        frames.append(bytes(pending[: 4 + total]))
+        del pending[: 4 + total]
+    return frames
+
+
+def _command_of(frame: bytes) -> pb.BaseCommand:
+    _, command_size = _FRAME_HEADER.unpack_from(frame)
+    command: pb.BaseCommand = pb.BaseCommand.FromString(frame[8 : 8 + command_size])
+    return command
+
+
+class _TlsStream:
+    """The server end of a TLS connection, with the socket interface the pumps use.
+
+    One thread may read while others write: OpenSSL objects must not be used by two threads at
+    once, so the TLS state lives in an :class:`ssl.SSLObject` over memory buffers, every use of
+    it holds a lock, and the encrypted bytes go through the plain socket.
+    """
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        self.raw = sock
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def accept(cls, sock: socket.socket, context: ssl.SSLContext, timeout: float) -> _TlsStream:
+        """Run the server side of the handshake on ``sock``; raise if it fails or times out."""
+        stream = cls(sock, context)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    stream._tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    stream._flush()
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    data = sock.recv(_RECV_SIZE)
+                    if not data:
+                        raise ConnectionError("closed during the TLS handshake") from None
+                    stream._incoming.write(data)
+            stream._flush()
+        except ssl.SSLError:
+            with contextlib.suppress(OSError):
+                stream._flush()  # our alert tells the client why
+            raise
+        sock.settimeout(None)
+        return stream
+
+    def peer_common_name(self) -> str | None:
+        """The CN of the client certificate, if the client sent a trusted one."""
+        subject = (self._tls.getpeercert() or {}).get("subject", ())
+        for rdn in subject if isinstance(subject, tuple) else ():
+            for attribute in rdn:
+                if attribute[0] == "commonName":
+                    return str(attribute[1])
+        return None
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` decrypted bytes; ``b""`` once the client closed."""
+        while True:
+            with self._lock:
+                try:
+                    data = self._tls.read(size)
+                except ssl.SSLWantReadError:
+                    data = b""
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    return b""
+                self._flush()
+            if data:
+                return data
+            encrypted = self.raw.recv(_RECV_SIZE)
+            if not encrypted:
+                return b""
+            with self._lock:
+                self._incoming.write(encrypted)
+
+    def sendall(self, data: bytes | bytearray | memoryview) -> None:
+        """Encrypt and send all of ``data``."""
+        view = memoryview(data)
+        with self._lock:
+            while view:
+                written = self._tls.write(view[:_RECV_SIZE])
+                view = view[written:]
+                self._flush()
+
+    def shutdown(self, how: int) -> None:
+        self.raw.shutdown(how)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def _flush(self) -> None:
+        if self._outgoing.pending:
+            self.raw.sendall(self._outgoing.read())
+
+
+Stream = socket.socket | _TlsStream
+
+
+class _Session:
+    """One authenticated client connection, as the :class:`AuthPolicy` tracks it."""
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        principal: str,
+        expires_at: float | None,
+        supports_refresh: bool,
+        protocol_version: int,
+        peer_common_name: str | None,
+        send: Callable[[pb.BaseCommand], None],
+        drop: Callable[[], None],
+    ) -> None:
+        self.method = method
+        self.principal = principal
+        self.expires_at = expires_at
+        self.supports_refresh = supports_refresh
+        self.protocol_version = protocol_version
+        self.peer_common_name = peer_common_name
+        self.send = send
+        self.drop = drop
+        self.deadline: float | None = None
+        self.closed = threading.Event()
+
+
+class AuthPolicy:
+    """Authentication the way an Apache broker enforces it, for a :class:`BrokerProxy`.
+
+    The methods offered are those configured: ``token`` (HS256 JWTs signed with
+    ``token_secret``, see :mod:`support.tokens`; ``exp`` enforced), ``basic`` (auth data
+    ``userId:password`` checked against ``basic_users``) and ``tls`` (the principal is the CN of
+    the client certificate; needs a proxy whose TLS context checks client certificates).
+
+    A failed CONNECT or AuthResponse gets :func:`auth_error_command` and the connection is
+    closed. Every ``refresh_check_seconds`` each connection is checked, as Apache's
+    ``authenticationRefreshCheckSeconds`` does: once its token expired, a client that set
+    ``supports_auth_refresh`` is sent :func:`auth_challenge_command` and must answer with
+    valid credentials for the same principal within ``refresh_grace_seconds``; any other
+    client is disconnected.
+
+    Outcomes are recorded for assertions: :attr:`accepted` and :attr:`rejected` hold
+    ``(method, principal)`` and ``(method, reason)`` for each CONNECT, :attr:`disconnects`
+    ``(principal, reason)`` for connections the refresh check closed, and the counters
+    :attr:`challenges_sent`, :attr:`responses_accepted` and :attr:`responses_rejected`.
+    """
+
+    def __init__(
+        self,
+        *,
+        token_secret: bytes | None = None,
+        basic_users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        refresh_check_seconds: float = 0.2,
+        refresh_grace_seconds: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Offer the methods given; ``clock`` is the wall clock token expiry is checked on."""
+        if token_secret is None and basic_users is None and not tls:
+            raise ValueError("an AuthPolicy needs at least one method")
+        self.token_secret = token_secret
+        self.basic_users = dict(basic_users) if basic_users is not None else None
+        self.tls = tls
+        self.refresh_check_seconds = refresh_check_seconds
+        self.refresh_grace_seconds = refresh_grace_seconds
+        self.clock = clock
+        self.accepted: list[tuple[str, str]] = []
+        self.rejected: list[tuple[str, str]] = []
+        self.disconnects: list[tuple[str, str]] = []
+        self.challenges_sent = 0
+        self.responses_accepted = 0
+        self.responses_rejected = 0
+        self._lock = threading.Lock()
+        self._sessions: set[_Session] = set()
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """The ``auth_method_name`` values this policy accepts."""
+        offered = {
+            "token": self.token_secret is not None,
+            "basic": self.basic_users is not None,
+            "tls": self.tls,
+        }
+        return frozenset(name for name, on in offered.items() if on)
+
+    @property
+    def open_connections(self) -> int:
+        """How many authenticated connections are open."""
+        with self._lock:
+            return len(self._sessions)
+
+    def challenge_all(self) -> int:
+        """Send a refresh challenge to every open connection whose client supports one (as
+        Apache, never to others) now; return how many were sent. Each must be answered
+        within ``refresh_grace_seconds``."""
+        with self._lock:
+            sessions = [s for s in self._sessions if s.supports_refresh]
+        for session in sessions:
+            self._challenge(session)
+        return len(sessions)
+
+    def authenticate(
+        self, method: str, data: bytes, peer_common_name: str | None
+    ) -> tuple[str | None, float | None, str]:
+        """Check credentials: ``(principal or None, expiry or None, reason if refused)``."""
+        if method == "token" and self.token_secret is not None:
+            token = data.decode("utf-8", "replace")
+            principal = tokens.verify(token, self.token_secret, self.clock())
+            if principal is not None:
+                return principal, tokens.expires_at(token), ""
+            if tokens.verify(token, self.token_secret, float("-inf")) is not None:
+                return None, None, "expired token"
+            return None, None, "invalid token"
+        if method == "basic" and self.basic_users is not None:
+            user, colon, password = data.decode("utf-8", "replace").partition(":")
+            if colon and user in self.basic_users and self.basic_users[user] == password:
+                return user, None, ""
+            return None, None, "wrong user or password"
+        if method == "tls" and self.tls:
+            if peer_common_name is None:
+                return None, None, "no client certificate"
+            return peer_common_name, None, ""
+        return None, None, f"no authentication provider for {method!r}"
+
+    # ------------------------------------------------------------------ proxy side
+
+    def _connect(
+        self, connect: pb.CommandConnect, peer_common_name: str | None
+    ) -> tuple[str | None, float | None]:
+        method = connect.auth_method_name or "none"
+        principal, expires_at, reason = self.authenticate(
+            method, connect.auth_data, peer_common_name
+        )
+        with self._lock:
+            if principal is None:
+                self.rejected.append((method, reason))
+            else:
+                self.accepted.append((method, principal))
+        return principal, expires_at
+
+    def _open(self, session: _Session) -> None:
+        with self._lock:
+            self._sessions.add(session)
+        threading.Thread(target=self._watch, args=(session,), daemon=True).start()
+
+    def _close(self, session: _Session) -> None:
+        session.closed.set()
+        with self._lock:
+            self._sessions.discard(session)
+
+    def _watch(self, session: _Session) -> None:
+        while not session.closed.wait(self.refresh_check_seconds):
+            now = self.clock()
+            with self._lock:
+                deadline = session.deadline
+                expired = session.expires_at is not None and session.expires_at <= now
+            if deadline is not None:
+                if time.monotonic() >= deadline:
+                    self._disconnect(session, "no valid answer to the refresh challenge in time")
+            elif expired:
+                if session.supports_refresh:
+                    self._challenge(session)
+                else:
+                    self._disconnect(session, "credentials expired; client cannot refresh")
+
+    def _challenge(self, session: _Session) -> None:
+        with self._lock:
+            session.deadline = time.monotonic() + self.refresh_grace_seconds
+            self.challenges_sent += 1
+        with contextlib.suppress(OSError):
+            session.send(auth_challenge_command(session.method, session.protocol_version))
+
+    def _disconnect(self, session: _Session, reason: str) -> None:
+        with self._lock:
+            if session.closed.is_set():
+                return
+            self.disconnects.append((session.principal, reason))
+        self._close(session)
+        session.drop()
+
+    def _answer(self, session: _Session, response: pb.AuthData | None) -> None:
+        """Handle an AuthResponse (never forwarded: pulsar-lite does not know it)."""
+        principal: str | None = None
+        expires_at: float | None = None
+        if response is not None and response.HasField("auth_data"):
+            principal, expires_at, _ = self.authenticate(
+                session.method, response.auth_data, session.peer_common_name
+            )
+        if principal is None:
+            with self._lock:
+                self.responses_rejected += 1
+            with contextlib.suppress(OSError):
+                session.send(auth_error_command())
+            self._disconnect(session, "invalid credentials in the refresh answer")
+            return
+        if principal != session.principal:
+            with self._lock:
+                self.responses_rejected += 1
+            # Apache closes without an error when the principal changes.
+            self._disconnect(session, f"principal changed to {principal!r} on refresh")
+            return
+        with self._lock:
+            session.expires_at = expires_at
+            session.deadline = None
+            self.responses_accepted += 1
+
 
 class BrokerProxy:
-    """Forwards every connection made to :attr:`url` to the broker at ``target``."""
+    """Forwards every connection made to :attr:`url` to the broker at ``target``.
 
-    def __init__(self, target: tuple[str, int], rewrite: Rewrite | None = None) -> None:
+    Args:
+        target: The broker's ``(host, port)``.
+        rewrite: Changes commands in both directions (frames are then forwarded whole).
+        tls: Terminate TLS with this server context; :attr:`url` is then ``pulsar+ssl://``.
+            The handshake runs in the connection's own thread; a failed one just closes it.
+        auth: Authenticate clients as an Apache broker does (see :class:`AuthPolicy`).
+    """
+
+    def __init__(
+        self,
+        target: tuple[str, int],
+        rewrite: Rewrite | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
+        auth: AuthPolicy | None = None,
+    ) -> None:
+        if auth is not None and auth.tls and (tls is None or tls.verify_mode == ssl.CERT_NONE):
+            raise ValueError("the tls method needs a TLS context that checks client certificates")
         self._target = target
         self._rewrite = rewrite
+        self._tls = tls
+        self.auth = auth
         self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"pulsar://127.0.0.1:{self._listener.getsockname()[1]}"
+        scheme = "pulsar+ssl" if tls is not None else "pulsar"
+        self.url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}"
         self._flowing = threading.Event()
         self._flowing.set()
         self._lock = threading.Lock()
+        self._closed = False
         self._sockets: list[socket.socket] = []
-        self._downstream: list[socket.socket] = []
+        self._downstream: list[Stream] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def hold(self) -> None:
@@ -55,10 +480,17 @@ class BrokerProxy:
             for client in self._downstream:
                 client.sendall(encode_command(command))
 
+    def challenge_all(self) -> int:
+        """Ask every authenticated client for fresh credentials now (see :class:`AuthPolicy`)."""
+        if self.auth is None:
+            raise RuntimeError("this proxy does not authenticate")
+        return self.auth.challenge_all()
+
     def close(self) -> None:
         """Cut every connection; held bytes are dropped, not delivered."""
         self._listener.close()
         with self._lock:
+            self._closed = True
             for sock in self._sockets:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)  # wakes the pumps' recv
@@ -71,6 +503,9 @@ class BrokerProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._tls is not None or self.auth is not None:
+                threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+                continue
             upstream = socket.create_connection(self._target)
             with self._lock:
                 self._sockets += [client, upstream]
@@ -78,15 +513,139 @@ class BrokerProxy:
             threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, from_broker: bool) -> None:
+    def _register(self, sock: socket.socket) -> bool:
+        """Track ``sock`` so :meth:`close` cuts it; close it instead if the proxy is closed."""
+        with self._lock:
+            if not self._closed:
+                self._sockets.append(sock)
+                return True
+        sock.close()
+        return False
+
+    def _serve(self, client: socket.socket) -> None:
+        """One connection, in its own thread: TLS handshake, authentication, then pumping."""
+        if not self._register(client):
+            return
+        stream: Stream = client
+        if self._tls is not None:
+            try:
+                stream = _TlsStream.accept(client, self._tls, HANDSHAKE_TIMEOUT)
+            except (OSError, ValueError):
+                _cut(client)
+                return
+        if self.auth is None:
+            upstream = self._connect_upstream(client)
+            if upstream is None:
+                return
+            with self._lock:
+                self._downstream.append(stream)
+            threading.Thread(target=self._pump, args=(upstream, stream, True), daemon=True).start()
+            self._pump(stream, upstream, False)
+            return
+        self._serve_authenticated(client, stream, self.auth)
+
+    def _connect_upstream(self, client: socket.socket) -> socket.socket | None:
+        try:
+            upstream = socket.create_connection(self._target)
+        except OSError:
+            _cut(client)
+            return None
+        if not self._register(upstream):
+            _cut(client)
+            return None
+        return upstream
+
+    def _serve_authenticated(self, client: socket.socket, stream: Stream, auth: AuthPolicy) -> None:
+        pending = bytearray()
+        frames: list[bytes] = []
+        with contextlib.suppress(OSError):
+            while not frames and (data := stream.recv(_RECV_SIZE)):
+                pending += data
+                frames = _take_frames(pending)
+        if not frames or _command_of(frames[0]).type != Type.CONNECT:
+            _cut(client)
+            return
+        connect = _command_of(frames[0]).connect
+        peer = stream.peer_common_name() if isinstance(stream, _TlsStream) else None
+        principal, expires_at = auth._connect(connect, peer)
+        if principal is None:
+            with contextlib.suppress(OSError), self._lock:
+                stream.sendall(encode_command(auth_error_command()))
+            _cut(client)
+            return
+        upstream = self._connect_upstream(client)
+        if upstream is None:
+            return
+        with self._lock:
+            self._downstream.append(stream)
+        session = _Session(
+            method=connect.auth_method_name,
+            principal=principal,
+            expires_at=expires_at,
+            supports_refresh=connect.feature_flags.supports_auth_refresh,
+            protocol_version=connect.protocol_version,
+            peer_common_name=peer,
+            send=lambda command: self._send_to_client(stream, command),
+            drop=lambda: _cut(client, upstream),
+        )
+        auth._open(session)
+        threading.Thread(
+            target=self._pump, args=(upstream, stream, True, True), daemon=True
+        ).start()
+        try:
+            self._pump_client_frames(
+                stream, upstream, session=session, auth=auth, frames=frames, pending=pending
+            )
+        finally:
+            auth._close(session)
+            _cut(client, upstream)
+
+    def _pump_client_frames(
+        self,
+        stream: Stream,
+        upstream: socket.socket,
+        *,
+        session: _Session,
+        auth: AuthPolicy,
+        frames: list[bytes],
+        pending: bytearray,
+    ) -> None:
+        """Forward the client's frames, answering AuthResponses here instead."""
+        with contextlib.suppress(OSError):
+            while True:
+                out = bytearray()
+                for frame in frames:
+                    command = _command_of(frame)
+                    if command.type == Type.AUTH_RESPONSE:
+                        auth._answer(session, auth_response_data(command))
+                        continue
+                    out += self._rewritten_frame(frame, command)
+                if out:
+                    with self._lock:
+                        upstream.sendall(out)
+                if session.closed.is_set() or not (data := stream.recv(_RECV_SIZE)):
+                    return
+                pending += data
+                frames = _take_frames(pending)
+
+    def _send_to_client(self, stream: Stream, command: pb.BaseCommand) -> None:
+        """Write a command of the proxy's own between two forwarded broker frames."""
+        with self._lock:
+            stream.sendall(encode_command(command))
+
+    def _pump(self, source: Stream, sink: Stream, from_broker: bool, framed: bool = False) -> None:
+        """Copy ``source`` to ``sink``; whole frames only if ``framed`` or rewriting."""
+        framed = framed or self._rewrite is not None
         pending = bytearray()
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
                 if from_broker:
                     self._flowing.wait()
-                if self._rewrite is not None:
+                if framed:
                     pending += data
                     data = self._rewritten_frames(pending)
+                    if not data:
+                        continue
                 with self._lock:
                     sink.sendall(data)
         for sock in (source, sink):
@@ -97,25 +656,33 @@ class BrokerProxy:
         """Take the complete frames off ``pending``, each rewritten if it is a simple command
         the rewrite changes; frames with a payload pass unchanged."""
         out = bytearray()
-        while len(pending) >= 4:
-            (total,) = struct.unpack_from(">I", pending)
-            if len(pending) < 4 + total:
-                break
-            frame = bytes(pending[: 4 + total])
-            del pending[: 4 + total]
-            (command_size,) = struct.unpack_from(">I", frame, 4)
-            if 4 + command_size == total:
-                command = pb.BaseCommand.FromString(frame[8:])
-                if self._rewrite is not None and self._rewrite(command):
-                    frame = encode_command(command)
-            out += frame
+        for frame in _take_frames(pending):
+            out += self._rewritten_frame(frame) if self._rewrite is not None else frame
         return bytes(out)
+
+    def _rewritten_frame(self, frame: bytes, command: pb.BaseCommand | None = None) -> bytes:
+        total, command_size = _FRAME_HEADER.unpack_from(frame)
+        if self._rewrite is None or 4 + command_size != total:
+            return frame
+        command = command if command is not None else _command_of(frame)
+        return encode_command(command) if self._rewrite(command) else frame
+
+
+def _cut(*socks: socket.socket) -> None:
+    """Shut ``socks`` down both ways (waking their readers) and close them."""
+    for sock in socks:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
 
 
 class ApacheAnswers:
     """A rewrite making pulsar-lite's answers look like Apache Pulsar's.
 
     - Lookups name the proxy (``url``), so every connection, Spark tasks' included, uses it.
+      Behind TLS (``url`` is ``pulsar+ssl://``) the proxy goes into ``brokerServiceUrlTls``,
+      and ``brokerServiceUrl`` stays the broker's plain URL, as a broker with both listeners
+      answers; with ``advertise_tls_url`` false the TLS URL is left out instead.
     - A GetLastMessageId answer carries the entry's largest batch index, as Apache Pulsar's
       does: ``batch_sizes[(ledger, entry)] - 1``, and 0 for an entry not listed (an unbatched
       message counts as a batch of one).
@@ -128,8 +695,9 @@ class ApacheAnswers:
       never removes anything, delivers nothing from a start in a ledger it does not have).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, advertise_tls_url: bool = True) -> None:
         self.url = ""
+        self.advertise_tls_url = advertise_tls_url
         self.batch_sizes: dict[tuple[int, int], int] = {}
         self.last_sequence_ids: dict[str, int] = {}
         self.first_ledgers: dict[str, int] = {}
@@ -137,7 +705,13 @@ class ApacheAnswers:
 
     def __call__(self, command: pb.BaseCommand) -> bool:
         if command.type == Type.LOOKUP_RESPONSE:
-            command.lookupTopicResponse.brokerServiceUrl = self.url
+            response = command.lookupTopicResponse
+            if not self.url.startswith("pulsar+ssl://"):
+                response.brokerServiceUrl = self.url
+            elif self.advertise_tls_url:
+                response.brokerServiceUrlTls = self.url
+            else:
+                response.ClearField("brokerServiceUrlTls")
             return True
         if command.type == Type.GET_LAST_MESSAGE_ID_RESPONSE:
             last = command.getLastMessageIdResponse.last_message_id
@@ -162,9 +736,14 @@ class ApacheAnswers:
         return True
 
 
-def apache_proxy(target: tuple[str, int]) -> tuple[BrokerProxy, ApacheAnswers]:
+def apache_proxy(
+    target: tuple[str, int],
+    *,
+    tls: ssl.SSLContext | None = None,
+    auth: AuthPolicy | None = None,
+) -> tuple[BrokerProxy, ApacheAnswers]:
     """A proxy to ``target`` answering like Apache Pulsar, and its rewrite's settings."""
     answers = ApacheAnswers()
-    proxy = BrokerProxy(target, answers)
+    proxy = BrokerProxy(target, answers, tls=tls, auth=auth)
     answers.url = proxy.url
     return proxy, answers

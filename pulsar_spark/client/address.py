@@ -1,4 +1,4 @@
-"""Service URLs: ``pulsar://host:port`` into a (host, port) address."""
+"""Service URLs: ``pulsar://host:port`` and ``pulsar+ssl://host:port`` into addresses."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from pulsar_spark.errors import ConfigurationError
 
 DEFAULT_PORT = 6650
+DEFAULT_TLS_PORT = 6651
+TLS_SCHEME = "pulsar+ssl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,31 +17,29 @@ class BrokerAddress:
     host: str
     port: int
 
-    @property
-    def url(self) -> str:
-        return f"pulsar://{self.host}:{self.port}"
-
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
 
 
 def parse_service_url(url: str) -> list[BrokerAddress]:
-    """Parse ``pulsar://host[:port][,host2[:port]]``; TLS (pulsar+ssl) is not supported yet."""
+    """Parse ``pulsar://host[:port][,host2[:port]]`` (or ``pulsar+ssl://``)."""
     text = url.strip()
     scheme, sep, rest = text.partition("://")
-    if not sep or scheme not in ("pulsar", "pulsar+ssl"):
+    if not sep or scheme not in ("pulsar", TLS_SCHEME):
         raise ConfigurationError(
-            f"service.url {url!r} must look like pulsar://host:6650 (scheme pulsar://)"
+            f"service.url {url!r} must look like pulsar://host:6650 or pulsar+ssl://host:6651"
         )
-    if scheme == "pulsar+ssl":
-        raise ConfigurationError(
-            f"service.url {url!r}: TLS (pulsar+ssl://) is not supported yet; use pulsar://"
-        )
+    port = DEFAULT_TLS_PORT if scheme == TLS_SCHEME else DEFAULT_PORT
     hosts = rest.rstrip("/").split(",")
-    return [_parse_host(url, host) for host in hosts]
+    return [_parse_host(url, host, port) for host in hosts]
 
 
-def _parse_host(url: str, hostport: str) -> BrokerAddress:
+def is_tls_url(url: str) -> bool:
+    """Whether ``url`` asks for TLS (``pulsar+ssl://``)."""
+    return url.strip().startswith(TLS_SCHEME + "://")
+
+
+def _parse_host(url: str, hostport: str, default_port: int) -> BrokerAddress:
     try:
         parts = urlsplit(f"//{hostport}")
         host, port = parts.hostname, parts.port
@@ -47,4 +47,4 @@ def _parse_host(url: str, hostport: str) -> BrokerAddress:
         raise ConfigurationError(f"service.url {url!r}: invalid host or port {hostport!r}") from exc
     if not host:
         raise ConfigurationError(f"service.url {url!r}: missing host")
-    return BrokerAddress(host, port or DEFAULT_PORT)
+    return BrokerAddress(host, port or default_port)

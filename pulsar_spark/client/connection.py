@@ -2,15 +2,20 @@
 
 How this works
 --------------
-``Connection.open`` connects, sends CONNECT and waits (bounded) for CONNECTED. It then starts
-one daemon reader thread that owns the socket's receive side. That thread decodes frames and
+``Connection.open`` connects, runs the TLS handshake when the connection uses TLS, sends
+CONNECT with the auth plugin's credentials and waits (bounded) for CONNECTED, answering any
+AUTH_CHALLENGE on the way. It then starts one daemon reader thread that owns the socket's
+receive side. That thread decodes frames and
 
 - answers the broker's PING with PONG at once, whatever the callers are doing;
 - completes pending requests by request id (a response or a CommandError);
 - hands MESSAGE frames to the registered consumer and SEND_RECEIPT / SEND_ERROR frames to the
   registered producer (handlers only queue work; decoding happens on the caller's thread);
 - sends its own PING when the socket has been silent for ``keepalive_interval`` and declares
-  the connection dead if nothing arrives for another interval.
+  the connection dead if nothing arrives for another interval;
+- answers a broker's AUTH_CHALLENGE (Apache sends one when the credentials it holds expire)
+  with fresh credentials, from a short-lived thread since getting them may take a request to
+  an OAuth2 issuer; an authentication error the broker sends then fails the connection.
 
 Every request has a timeout: a broker that never answers (pulsar-lite ignores commands it does
 not know) raises :class:`RequestTimeoutError`. When the connection fails, every pending request
@@ -23,6 +28,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -30,13 +36,19 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.client.auth import Authentication
+from pulsar_spark.client.settings import ConnectionSettings
+from pulsar_spark.client.tls import TlsChannel
 from pulsar_spark.errors import (
     AuthenticationError,
     BrokerUnreachableError,
     ConnectionClosedError,
+    CredentialsError,
     PulsarConnectionError,
     PulsarSparkError,
     RequestTimeoutError,
+    ServerError,
+    TlsError,
     server_error_for,
 )
 from pulsar_spark.protocol import commands, pb
@@ -79,6 +91,35 @@ class ProducerHandler(Protocol):
     def on_closed(self, error: PulsarSparkError) -> None: ...
 
 
+class _Transport:
+    """The socket, with TLS records in between when the connection uses TLS."""
+
+    def __init__(self, sock: socket.socket, tls: TlsChannel | None) -> None:
+        self.sock = sock
+        self.tls = tls
+        self._buffer = bytearray(_RECV_BUFFER)
+        self._view = memoryview(self._buffer)
+
+    def send(self, data: bytes) -> None:
+        """Write ``data``; callers serialise sends (TLS records must leave in order)."""
+        self.sock.sendall(data if self.tls is None else self.tls.encrypt(data))
+
+    def receive(self) -> memoryview | bytes:
+        """The next bytes from the peer, empty when it closed; TimeoutError when silent."""
+        while True:
+            received = self.sock.recv_into(self._buffer)
+            if self.tls is None or not received:
+                return self._view[:received]
+            plain = self.tls.decrypt(self._view[:received])
+            if plain:
+                return plain
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
 @dataclass(slots=True)
 class _Pending:
     what: str
@@ -93,14 +134,18 @@ class Connection:
     def __init__(
         self,
         address: BrokerAddress,
-        sock: socket.socket,
+        transport: _Transport,
         connected: pb.CommandConnected,
         *,
         keepalive_interval: float,
+        auth: Authentication,
+        credentials: bytes | None = None,
         early: _Early = ([], b""),
     ) -> None:
         self.address = address
         self._early = early
+        self._auth = auth
+        self._credentials = credentials  # what the broker holds, replaced at a challenge
         self.server_version = connected.server_version
         self.protocol_version = connected.protocol_version
         self.max_message_size = (
@@ -108,7 +153,7 @@ class Connection:
             if connected.HasField("max_message_size")
             else DEFAULT_MAX_MESSAGE_SIZE
         )
-        self._sock = sock
+        self._transport = transport
         self._decoder = FrameDecoder(max_frame_size_for(self.max_message_size))
         self._keepalive = keepalive_interval
         self._send_lock = threading.Lock()
@@ -129,26 +174,44 @@ class Connection:
     def open(
         cls,
         address: BrokerAddress,
+        settings: ConnectionSettings,
         *,
-        timeout: float = 10.0,
-        keepalive_interval: float = 30.0,
         proxy_to_broker_url: str | None = None,
     ) -> Connection:
-        """Connect and complete the CONNECT/CONNECTED handshake within ``timeout`` seconds."""
+        """Connect, run the TLS handshake if ``settings.tls``, then CONNECT/CONNECTED, all
+        within ``settings.connect_timeout`` seconds."""
+        timeout = settings.connect_timeout
+        via = settings.sni_proxy or address
         try:
-            sock = socket.create_connection((address.host, address.port), timeout=timeout)
+            sock = socket.create_connection((via.host, via.port), timeout=timeout)
         except OSError as exc:
+            proxy = f" through the SNI proxy {via}" if settings.sni_proxy else ""
             raise BrokerUnreachableError(
-                f"cannot connect to Pulsar broker at {address} within {timeout:g}s: {exc}"
+                f"cannot connect to Pulsar broker at {address}{proxy} within {timeout:g}s: {exc}"
             ) from exc
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connected, early = _handshake(sock, address, timeout, proxy_to_broker_url)
+            tls = None
+            if settings.tls is not None:
+                tls = TlsChannel(settings.tls, address.host)
+                tls.handshake(sock, address, timeout)
+            transport = _Transport(sock, tls)
+            connected, credentials, early = _handshake(
+                transport, address, timeout, settings.auth, proxy_to_broker_url
+            )
         except BaseException:
             sock.close()
             raise
-        sock.settimeout(keepalive_interval)
-        return cls(address, sock, connected, keepalive_interval=keepalive_interval, early=early)
+        sock.settimeout(settings.keepalive_interval)
+        return cls(
+            address,
+            transport,
+            connected,
+            keepalive_interval=settings.keepalive_interval,
+            auth=settings.auth,
+            credentials=credentials,
+            early=early,
+        )
 
     # --- public API ------------------------------------------------------------------------
 
@@ -165,7 +228,7 @@ class Connection:
         self._raise_if_failed()
         try:
             with self._send_lock:
-                self._sock.sendall(frame)
+                self._transport.send(frame)
         except OSError as exc:
             error = ConnectionClosedError(f"lost connection to {self.address}: {exc}")
             self._fail(error)
@@ -219,8 +282,6 @@ class Connection:
     # --- the reader thread -----------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        buffer = bytearray(_RECV_BUFFER)
-        view = memoryview(buffer)
         awaiting_pong = False
         try:
             early_frames, early_bytes = self._early
@@ -228,7 +289,7 @@ class Connection:
                 self._dispatch(frame)
             while self._failure is None:
                 try:
-                    received = self._sock.recv_into(buffer)
+                    received = self._transport.receive()
                 except TimeoutError:
                     if awaiting_pong:
                         raise ConnectionClosedError(
@@ -242,7 +303,7 @@ class Connection:
                     self._decoder.eof()
                     raise ConnectionClosedError(f"broker {self.address} closed the connection")
                 awaiting_pong = False
-                for frame in self._decoder.feed(view[:received]):
+                for frame in self._decoder.feed(received):
                     self._dispatch(frame)
         except PulsarSparkError as exc:
             self._fail(exc)
@@ -290,6 +351,20 @@ class Connection:
                 consumer.on_closed(ConnectionClosedError("the topic was terminated"))
         elif kind == Type.TOPIC_MIGRATED:
             raise ConnectionClosedError("the broker migrated a topic away from this connection")
+        elif kind == Type.AUTH_CHALLENGE:
+            threading.Thread(
+                target=self._answer_challenge, name=f"pulsar-auth-{self.address}", daemon=True
+            ).start()
+
+    def _answer_challenge(self) -> None:
+        """Send fresh credentials; failing to get them fails the connection."""
+        auth = self._auth
+        try:
+            data = auth.credentials(self._keepalive, stale=self._credentials)
+            self._credentials = data
+            self.send(commands.auth_response(auth_method_name=auth.method or "", auth_data=data))
+        except PulsarSparkError as exc:
+            self._fail(exc)
 
     def _complete(self, command: pb.BaseCommand, body: object) -> None:
         if command.type == Type.PRODUCER_SUCCESS and not command.producer_success.producer_ready:
@@ -298,6 +373,8 @@ class Connection:
         with self._state_lock:
             pending = self._pending.get(request_id)
         if pending is None:
+            if command.type == Type.ERROR and command.error.error == pb.AuthenticationError:
+                raise _rejected(self.address, self._auth, command.error.message)
             return
         if command.type == Type.ERROR:
             pending.error = server_error_for(
@@ -321,13 +398,11 @@ class Connection:
             pending, self._pending = list(self._pending.values()), {}
             consumers, self._consumers = list(self._consumers.values()), {}
             producers, self._producers = list(self._producers.values()), {}
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        self._transport.close()
         for request in pending:
             request.error = (
                 error
-                if isinstance(error, PulsarConnectionError)
+                if isinstance(error, PulsarConnectionError | ServerError | CredentialsError)
                 else ConnectionClosedError(f"{request.what}: {error}")
             )
             request.done.set()
@@ -338,37 +413,74 @@ class Connection:
 
 
 def _handshake(
-    sock: socket.socket, address: BrokerAddress, timeout: float, proxy_to: str | None
-) -> tuple[pb.CommandConnected, _Early]:
-    """CONNECT, then wait for CONNECTED; also return whatever arrived right behind it."""
+    transport: _Transport,
+    address: BrokerAddress,
+    timeout: float,
+    auth: Authentication,
+    proxy_to: str | None,
+) -> tuple[pb.CommandConnected, bytes | None, _Early]:
+    """CONNECT, then wait for CONNECTED; return it, the credentials the broker accepted, and
+    whatever arrived right behind CONNECTED."""
     deadline = time.monotonic() + timeout
-    sock.sendall(commands.connect(proxy_to_broker_url=proxy_to))
+    credentials = auth.credentials(timeout) if auth.method else None
+    transport.send(
+        commands.connect(
+            auth_method_name=auth.method, auth_data=credentials, proxy_to_broker_url=proxy_to
+        )
+    )
     decoder = FrameDecoder()
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise BrokerUnreachableError(
-                f"broker at {address} accepted TCP but did not complete the Pulsar handshake "
-                f"within {timeout:g}s"
-            )
-        sock.settimeout(remaining)
-        try:
-            data = sock.recv(65536)
-        except TimeoutError:
+        data = _handshake_bytes(transport, address, deadline, timeout)
+        if data is None:
             continue
-        except OSError as exc:
-            raise BrokerUnreachableError(f"handshake with {address} failed: {exc}") from exc
-        if not data:
-            raise BrokerUnreachableError(f"broker at {address} closed the connection on CONNECT")
         frames = decoder.feed(data)
         for index, frame in enumerate(frames):
             command = frame.command
             if command.type == Type.CONNECTED:
-                return command.connected, (frames[index + 1 :], decoder.take_buffered())
+                early = (frames[index + 1 :], decoder.take_buffered())
+                return command.connected, credentials, early
             if command.type == Type.ERROR:
+                if command.error.error == pb.AuthenticationError:
+                    raise _rejected(address, auth, command.error.message)
                 raise server_error_for(command.error.error, f"CONNECT: {command.error.message}")
             if command.type == Type.AUTH_CHALLENGE:
-                raise AuthenticationError(
-                    f"broker at {address} requires authentication, which pulsar-spark does "
-                    "not support yet"
+                remaining = max(deadline - time.monotonic(), 0.1)
+                credentials = auth.credentials(remaining, stale=credentials)
+                transport.send(
+                    commands.auth_response(
+                        auth_method_name=auth.method or "", auth_data=credentials
+                    )
                 )
+
+
+def _handshake_bytes(
+    transport: _Transport, address: BrokerAddress, deadline: float, timeout: float
+) -> memoryview | bytes | None:
+    """The next bytes of the handshake (None: none yet), or a clear error."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise BrokerUnreachableError(
+            f"broker at {address} accepted TCP but did not complete the Pulsar handshake "
+            f"within {timeout:g}s"
+        )
+    transport.sock.settimeout(remaining)
+    try:
+        data = transport.receive()
+    except TimeoutError:
+        return None
+    except ssl.SSLError as exc:  # e.g. the broker wanted a client certificate we did not send
+        raise TlsError(f"TLS with {address} failed during CONNECT: {exc.reason or exc}") from exc
+    except OSError as exc:
+        raise BrokerUnreachableError(f"handshake with {address} failed: {exc}") from exc
+    if transport.tls is None and bytes(data[:2]) in (b"\x15\x03", b"\x16\x03"):
+        raise TlsError(f"{address} answered CONNECT with TLS: it is a TLS port, use pulsar+ssl://")
+    if not data:
+        hint = "" if transport.tls else " (if that port expects TLS, use pulsar+ssl://)"
+        raise BrokerUnreachableError(f"broker at {address} closed the connection on CONNECT{hint}")
+    return data
+
+
+def _rejected(address: BrokerAddress, auth: Authentication, message: str) -> ServerError:
+    return AuthenticationError(
+        f"broker {address} rejected the credentials of {auth.describe()}: {message}"
+    )

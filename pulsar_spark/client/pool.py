@@ -1,7 +1,10 @@
-"""Connections shared per broker address, so consumers and producers in one process reuse them.
+"""Connections shared per broker, so consumers and producers in one process reuse them.
 
 A Spark executor's Python worker serves many tasks in turn; the module-level pool keeps
-their connections open between tasks. A connection that failed is replaced on next use.
+their connections open between tasks. A connection that failed is replaced on next use. The
+key includes the connection settings (TLS trust, credentials, timeouts), so queries with
+different settings never share a connection. A connection is opened outside the pool's lock:
+a broker that does not answer holds up only the callers that want that same connection.
 """
 
 from __future__ import annotations
@@ -10,37 +13,41 @@ import threading
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.settings import ConnectionSettings
+
+_Key = tuple[BrokerAddress, str | None, ConnectionSettings]
 
 
 class ConnectionPool:
-    """Thread-safe map from (broker address, proxied-to broker) to an open Connection."""
+    """Thread-safe map from (broker address, proxied-to broker, settings) to a Connection."""
 
-    def __init__(self, *, connect_timeout: float = 10.0, keepalive_interval: float = 30.0) -> None:
-        self.connect_timeout = connect_timeout
-        self.keepalive_interval = keepalive_interval
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._connections: dict[tuple[BrokerAddress, str | None], Connection] = {}
+        self._connections: dict[_Key, Connection] = {}
+        self._opening: dict[_Key, threading.Lock] = {}
 
     def get(
         self,
         address: BrokerAddress,
+        settings: ConnectionSettings,
         *,
         proxy_to_broker_url: str | None = None,
-        timeout: float | None = None,
     ) -> Connection:
         """An open connection to ``address``, made (and handshaken) if needed."""
-        key = (address, proxy_to_broker_url)
+        key = (address, proxy_to_broker_url, settings)
         with self._lock:
             existing = self._connections.get(key)
             if existing is not None and not existing.closed:
                 return existing
-            connection = Connection.open(
-                address,
-                timeout=self.connect_timeout if timeout is None else timeout,
-                keepalive_interval=self.keepalive_interval,
-                proxy_to_broker_url=proxy_to_broker_url,
-            )
-            self._connections[key] = connection
+            opening = self._opening.setdefault(key, threading.Lock())
+        with opening:
+            with self._lock:
+                existing = self._connections.get(key)
+            if existing is not None and not existing.closed:
+                return existing
+            connection = Connection.open(address, settings, proxy_to_broker_url=proxy_to_broker_url)
+            with self._lock:
+                self._connections[key] = connection
             return connection
 
     def close(self) -> None:

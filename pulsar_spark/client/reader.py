@@ -88,9 +88,13 @@ class RawEntry:
         return metadata.num_messages_in_batch if is_batch(metadata) else 1
 
 
+DEFAULT_QUEUE_SIZE = 50_000
+"""Messages the broker may send ahead of the reader (``pulsar.reader.receiverQueueSize``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReaderSettings:
-    queue_size: int = 50_000
+    queue_size: int = DEFAULT_QUEUE_SIZE
     poll_timeout: float = 120.0
     nudge_interval: float = 0.02
     max_nudge_interval: float = 0.5

@@ -2,7 +2,8 @@
 
     spark-submit pulsar_spark/jobs/topic_to_parquet.py \\
         --service-url pulsar://broker:6650 --topic persistent://public/default/events \\
-        --output /data/events [--streaming --checkpoint /data/events-checkpoint]
+        --output /data/events [--streaming --checkpoint /data/events-checkpoint] \\
+        [--option pulsar.client.tlsTrustCertsFilePath=/etc/pulsar/ca.pem ...]
 
 Batch mode reads what the topic holds now (earliest to latest). Streaming mode runs an
 AvailableNow query with a checkpoint, so each run copies exactly what arrived since the last
@@ -28,7 +29,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--streaming", action="store_true", help="incremental, checkpointed")
     parser.add_argument("--checkpoint", help="checkpoint directory (with --streaming)")
     parser.add_argument("--max-messages-per-trigger", type=int, default=500_000)
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any other read option (TLS, authentication, ...); repeatable",
+    )
     args = parser.parse_args(argv)
+    for option in args.option:
+        name, sep, _ = option.partition("=")
+        if not sep or not name.strip():
+            parser.error(f"--option takes NAME=VALUE, got {name!r}")
     if args.streaming and not args.checkpoint:
         parser.error("--streaming needs --checkpoint")
     return args
@@ -39,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.appName("pulsar-topic-to-parquet").getOrCreate()
     pulsar_spark.register(spark)
     topic_option = "topics" if "," in args.topic else "topic"
+    options = dict(option.split("=", 1) for option in args.option)
     if args.streaming:
         query = (
             spark.readStream.format("pulsar")
+            .options(**options)
             .option("service.url", args.service_url)
             .option(topic_option, args.topic)
             .option("startingOffsets", "earliest")
@@ -58,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         df = (
             spark.read.format("pulsar")
+            .options(**options)
             .option("service.url", args.service_url)
             .option(topic_option, args.topic)
             .load()

@@ -36,15 +36,40 @@ def message_id_data(message_id: MessageId) -> pb.MessageIdData:
     return data
 
 
-def connect(*, proxy_to_broker_url: str | None = None) -> bytes:
+def connect(
+    *,
+    auth_method_name: str | None = None,
+    auth_data: bytes | None = None,
+    proxy_to_broker_url: str | None = None,
+) -> bytes:
+    """CONNECT; with an auth method the client also says it answers refresh challenges."""
     command = pb.CommandConnect(
         client_version=CLIENT_VERSION,
         protocol_version=PROTOCOL_VERSION,
-        feature_flags=pb.FeatureFlags(supports_broker_entry_metadata=True),
+        feature_flags=pb.FeatureFlags(
+            supports_broker_entry_metadata=True,
+            supports_auth_refresh=auth_method_name is not None,
+        ),
     )
+    if auth_method_name is not None:
+        command.auth_method_name = auth_method_name
+    if auth_data is not None:
+        command.auth_data = auth_data
     if proxy_to_broker_url:
         command.proxy_to_broker_url = proxy_to_broker_url
     return _frame(Type.CONNECT, connect=command)
+
+
+def auth_response(*, auth_method_name: str, auth_data: bytes) -> bytes:
+    """The answer to an AUTH_CHALLENGE: fresh credentials of the same method."""
+    return _frame(
+        Type.AUTH_RESPONSE,
+        authResponse=pb.CommandAuthResponse(
+            client_version=CLIENT_VERSION,
+            response=pb.AuthData(auth_method_name=auth_method_name, auth_data=auth_data),
+            protocol_version=PROTOCOL_VERSION,
+        ),
+    )
 
 
 def ping() -> bytes:
@@ -62,13 +87,13 @@ def partitioned_metadata(*, topic: str, request_id: int) -> bytes:
     )
 
 
-def lookup(*, topic: str, request_id: int, authoritative: bool) -> bytes:
-    return _frame(
-        Type.LOOKUP,
-        lookupTopic=pb.CommandLookupTopic(
-            topic=topic, request_id=request_id, authoritative=authoritative
-        ),
-    )
+def lookup(
+    *, topic: str, request_id: int, authoritative: bool, listener_name: str | None = None
+) -> bytes:
+    command = pb.CommandLookupTopic(topic=topic, request_id=request_id, authoritative=authoritative)
+    if listener_name:
+        command.advertised_listener_name = listener_name
+    return _frame(Type.LOOKUP, lookupTopic=command)
 
 
 def topics_of_namespace(*, namespace: str, request_id: int) -> bytes:

@@ -49,6 +49,7 @@ class PulsarBatchReader(DataSourceReader):
             end=end,
             end_inclusive=True,
             poll_timeout=self.options.poll_timeout,
+            queue_size=self.options.receiver_queue_size,
             min_publish_time=_time(self.options.starting),
             max_publish_time=_time(self.options.ending),
         )

@@ -8,11 +8,19 @@ except the few that Spark itself adds.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
+from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.client_options import (
+    CLIENT_OPTIONS,
+    CLIENT_WITHOUT_EFFECT,
+    SERVICE_URL,
+    client_settings,
+)
+from pulsar_spark.spark.option_values import OptionValues
 from pulsar_spark.spark.positions import (
     Bound,
     Earliest,
@@ -24,7 +32,6 @@ from pulsar_spark.spark.positions import (
 )
 from pulsar_spark.topic import TopicName, full_topic_name
 
-SERVICE_URL = "service.url"
 TOPIC = "topic"
 TOPICS = "topics"
 TOPICS_PATTERN = "topicsPattern"
@@ -35,8 +42,7 @@ ENDING_TIME = "endingTime"
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
-OPERATION_TIMEOUT_MS = "pulsar.client.operationTimeoutMs"
-CONNECTION_TIMEOUT_MS = "pulsar.client.connectionTimeoutMs"
+RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 
 READ_OPTIONS = (
     SERVICE_URL,
@@ -50,11 +56,34 @@ READ_OPTIONS = (
     POLL_TIMEOUT_MS,
     FAIL_ON_DATA_LOSS,
     MAX_MESSAGES_PER_TRIGGER,
-    OPERATION_TIMEOUT_MS,
-    CONNECTION_TIMEOUT_MS,
+    RECEIVER_QUEUE_SIZE,
+    *CLIENT_OPTIONS,
 )
-# Keys Spark itself may put into a source's or sink's options.
-SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
+# Java reader settings accepted for compatibility, with a warning that they change nothing.
+READER_WITHOUT_EFFECT = tuple(
+    "pulsar.reader." + name
+    for name in (
+        "autoUpdatePartitions",
+        "autoUpdatePartitionsIntervalSeconds",
+        "cryptoFailureAction",
+        "cryptoKeyReader",
+        "keyHashRanges",
+        "poolMessages",
+        "readCompacted",
+        "readerListener",
+        "readerName",
+        "resetIncludeHead",
+        "startMessageFromRollbackDurationInSec",
+        "subscriptionInitialPosition",
+        "subscriptionMode",
+        "subscriptionName",
+        "subscriptionRolePrefix",
+        "topicNames",
+        "expireTimeOfIncompleteChunkedMessageMillis",
+        "maxPendingChunkedMessage",
+        "autoAckOldestChunkedMessageOnQueueFull",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +96,6 @@ class TopicSelection:
 
 
 @dataclass(frozen=True, slots=True)
-class ClientSettings:
-    service_url: str
-    operation_timeout: float
-    connection_timeout: float
-
-
-@dataclass(frozen=True, slots=True)
 class ReadOptions:
     client: ClientSettings
     topics: TopicSelection
@@ -82,13 +104,16 @@ class ReadOptions:
     poll_timeout: float
     fail_on_data_loss: bool
     max_messages_per_trigger: int | None
+    receiver_queue_size: int
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
         """Validate read options; ``streaming=None`` skips the checks that depend on the mode
         (Spark asks for the schema before saying whether the read is a batch or a stream)."""
-        opts = _Options(options)
-        opts.refuse_unknown(READ_OPTIONS, "reading")
+        opts = OptionValues(options)
+        opts.refuse_unknown(
+            READ_OPTIONS, "reading", (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT)
+        )
         starting = _starting(opts, streaming)
         ending = _ending(opts, streaming)
         return cls(
@@ -99,77 +124,11 @@ class ReadOptions:
             poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
             fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
             max_messages_per_trigger=_max_per_trigger(opts, streaming),
+            receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         )
 
 
-class _Options:
-    """Case-insensitive access with typed, option-naming errors."""
-
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self._values = {k.lower(): v for k, v in options.items()}
-
-    def get(self, name: str) -> str | None:
-        value = self._values.get(name.lower())
-        return None if value is None else str(value)
-
-    def has(self, name: str) -> bool:
-        return name.lower() in self._values
-
-    def refuse_unknown(self, known: tuple[str, ...], purpose: str) -> None:
-        lower = {k.lower(): k for k in known}
-        for key in self._values:
-            if key in lower or key in SPARK_OPTIONS:
-                continue
-            close = difflib.get_close_matches(key, list(lower), n=1)
-            hint = f" Did you mean {lower[close[0]]!r}?" if close else ""
-            raise ConfigurationError(
-                f"unknown option {key!r} for {purpose} Pulsar.{hint} "
-                f"Known options: {', '.join(known)}"
-            )
-
-    def required(self, name: str, what: str) -> str:
-        value = self.get(name)
-        if value is None or not value.strip():
-            raise ConfigurationError(f"option {name!r} is required: {what}")
-        return value.strip()
-
-    def positive_int(self, name: str, default: int) -> int:
-        text = self.get(name)
-        if text is None:
-            return default
-        try:
-            value = int(text.strip())
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"option {name!r} must be a positive integer, got {text!r}"
-            ) from exc
-        if value <= 0:
-            raise ConfigurationError(f"option {name!r} must be a positive integer, got {value}")
-        return value
-
-    def boolean(self, name: str, *, default: bool) -> bool:
-        text = self.get(name)
-        if text is None:
-            return default
-        lowered = text.strip().lower()
-        if lowered not in ("true", "false"):
-            raise ConfigurationError(f"option {name!r} must be 'true' or 'false', got {text!r}")
-        return lowered == "true"
-
-
-def client_settings(opts: _Options) -> ClientSettings:
-    from pulsar_spark.client.address import parse_service_url
-
-    url = opts.required(SERVICE_URL, "the Pulsar broker URL, e.g. pulsar://localhost:6650")
-    parse_service_url(url)
-    return ClientSettings(
-        service_url=url,
-        operation_timeout=opts.positive_int(OPERATION_TIMEOUT_MS, 30_000) / 1000,
-        connection_timeout=opts.positive_int(CONNECTION_TIMEOUT_MS, 10_000) / 1000,
-    )
-
-
-def _topics(opts: _Options) -> TopicSelection:
+def _topics(opts: OptionValues) -> TopicSelection:
     given = [name for name in (TOPIC, TOPICS, TOPICS_PATTERN) if opts.get(name) is not None]
     if len(given) != 1:
         problem = "none was given" if not given else f"got {', '.join(given)}"
@@ -209,7 +168,7 @@ def _pattern(value: str) -> TopicSelection:
     return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
 
 
-def _starting(opts: _Options, streaming: bool | None) -> PositionSpec:
+def _starting(opts: OptionValues, streaming: bool | None) -> PositionSpec:
     offsets, time = opts.get(STARTING_OFFSETS), opts.get(STARTING_TIME)
     if offsets is not None and time is not None:
         raise ConfigurationError(
@@ -227,7 +186,7 @@ def _starting(opts: _Options, streaming: bool | None) -> PositionSpec:
     return spec
 
 
-def _ending(opts: _Options, streaming: bool | None) -> PositionSpec:
+def _ending(opts: OptionValues, streaming: bool | None) -> PositionSpec:
     offsets, time = opts.get(ENDING_OFFSETS), opts.get(ENDING_TIME)
     if streaming and (offsets is not None or time is not None):
         raise ConfigurationError(
@@ -255,7 +214,7 @@ def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
     return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
 
 
-def _max_per_trigger(opts: _Options, streaming: bool | None) -> int | None:
+def _max_per_trigger(opts: OptionValues, streaming: bool | None) -> int | None:
     if not opts.has(MAX_MESSAGES_PER_TRIGGER):
         return None
     if streaming is False:
@@ -283,8 +242,35 @@ WRITE_OPTIONS = (
     PRODUCER_BATCH_DELAY,
     PRODUCER_MAX_PENDING,
     PRODUCER_SEND_TIMEOUT,
-    OPERATION_TIMEOUT_MS,
-    CONNECTION_TIMEOUT_MS,
+    *CLIENT_OPTIONS,
+)
+# Java producer settings accepted for compatibility, with a warning that they change nothing.
+PRODUCER_WITHOUT_EFFECT = tuple(
+    "pulsar.producer." + name
+    for name in (
+        "accessMode",
+        "autoUpdatePartitions",
+        "autoUpdatePartitionsIntervalSeconds",
+        "batcherBuilder",
+        "batchingPartitionSwitchFrequencyByPublishDelay",
+        "blockIfQueueFull",
+        "chunkMaxMessageSize",
+        "chunkingEnabled",
+        "compressMinMsgBodySize",
+        "cryptoFailureAction",
+        "cryptoKeyReader",
+        "customMessageRouter",
+        "encryptionKeys",
+        "hashingScheme",
+        "initialSequenceId",
+        "lazyStartPartitionedProducers",
+        "maxPendingMessagesAcrossPartitions",
+        "messageRoutingMode",
+        "multiSchema",
+        "producerName",
+        "properties",
+        "topicName",
+    )
 )
 
 
@@ -309,8 +295,10 @@ class WriteOptions:
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         from pulsar_spark.protocol.compression import codec_from_name
 
-        opts = _Options(options)
-        opts.refuse_unknown(WRITE_OPTIONS, "writing to")
+        opts = OptionValues(options)
+        opts.refuse_unknown(
+            WRITE_OPTIONS, "writing to", (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT)
+        )
         topic = opts.get(TOPIC)
         if topic is not None and "," in topic:
             raise ConfigurationError(

@@ -16,8 +16,10 @@ from pyspark.sql.datasource import InputPartition
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool, default_pool
+from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
+from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.options import ClientSettings, TopicSelection
+from pulsar_spark.spark.options import TopicSelection
 from pulsar_spark.topic import TopicName
 
 
@@ -46,15 +48,13 @@ class PartitionRead(InputPartition):
     end: MessageId
     end_inclusive: bool
     poll_timeout: float
+    queue_size: int = DEFAULT_QUEUE_SIZE
     min_publish_time: int | None = None  # ms, inclusive
     max_publish_time: int | None = None  # ms, exclusive
 
 
 def make_lookup(client: ClientSettings, pool: ConnectionPool | None = None) -> Lookup:
-    if pool is None:
-        pool = default_pool()
-        pool.connect_timeout = client.connection_timeout
-    return Lookup(client.service_url, pool, timeout=client.operation_timeout)
+    return Lookup(client, default_pool() if pool is None else pool)
 
 
 def resolve_partitions(lookup: Lookup, selection: TopicSelection) -> list[PartitionRef]:

@@ -29,7 +29,11 @@ def read_partition(
             start_inclusive=work.start_inclusive,
             end_inclusive=work.end_inclusive,
         ),
-        ReaderSettings(poll_timeout=work.poll_timeout, request_timeout=lookup.timeout),
+        ReaderSettings(
+            queue_size=work.queue_size,
+            poll_timeout=work.poll_timeout,
+            request_timeout=lookup.timeout,
+        ),
         on_start_gone,
     )
     entries: Iterable[MessageColumns] = reader

@@ -114,6 +114,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 return self._latest_offset(start, limit)
             except PulsarConnectionError as exc:
+                if not exc.retriable:  # a TLS handshake that failed fails again
+                    raise
                 self._close_counters({})
                 now = time.monotonic()
                 if deadline is None:
@@ -143,6 +145,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     end=last,
                     end_inclusive=True,
                     poll_timeout=self.options.poll_timeout,
+                    queue_size=self.options.receiver_queue_size,
                 )
             )
         return reads

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pulsar
 import pytest
 from broker_proxy import BrokerProxy, apache_proxy
+from support.clients import settings_for
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.consumer import Consumer
@@ -59,7 +60,7 @@ CODECS = compression.CODEC_NAMES
 @pytest.fixture(scope="module")
 def lookup(broker: LocalBroker) -> Iterator[Lookup]:
     pool = ConnectionPool()
-    yield Lookup(broker.service_url, pool, timeout=10.0)
+    yield Lookup(settings_for(broker.service_url, timeout=10.0), pool)
     pool.close()
 
 
@@ -394,7 +395,9 @@ def test_producer_on_partitioned_root_fails_fast(broker: LocalBroker) -> None:
         started = time.monotonic()
         with pytest.raises(PulsarConnectionError):
             Producer.create(
-                Lookup(broker.service_url, pool), full_topic_name("part2"), request_timeout=5
+                Lookup(settings_for(broker.service_url), pool),
+                full_topic_name("part2"),
+                request_timeout=5,
             )
         assert time.monotonic() - started < 5
     finally:
@@ -425,7 +428,9 @@ def test_producer_fails_when_the_broker_goes_away() -> None:
     own = LocalBroker.start()
     pool = ConnectionPool()
     try:
-        producer = Producer.create(Lookup(own.service_url, pool), full_topic_name("doomed"))
+        producer = Producer.create(
+            Lookup(settings_for(own.service_url), pool), full_topic_name("doomed")
+        )
         producer.send(OutgoingMessage(b"before"))
         producer.flush()
         own.stop()
@@ -461,7 +466,7 @@ def proxy(broker: LocalBroker) -> Iterator[BrokerProxy]:
 @pytest.fixture
 def proxied_lookup(proxy: BrokerProxy) -> Iterator[Lookup]:
     pool = ConnectionPool()
-    yield ProxiedLookup(proxy.url, pool, timeout=5.0)
+    yield ProxiedLookup(settings_for(proxy.url, timeout=5.0), pool)
     pool.close()
 
 
@@ -602,7 +607,7 @@ def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
     proxy, answers = apache_proxy((broker.host, broker.port))
     answers.last_sequence_ids = {"resumed": 5, "resumed-single": 5, "not-skipping": 5}
     pool = ConnectionPool()
-    proxied = Lookup(proxy.url, pool, timeout=5.0)
+    proxied = Lookup(settings_for(proxy.url, timeout=5.0), pool)
     batched, single, plain = (
         full_topic_name(f"{topic_name}-{suffix}") for suffix in ("batched", "single", "plain")
     )

@@ -25,6 +25,7 @@ import official_client
 import pulsar
 import pytest
 from broker_proxy import apache_proxy
+from support.clients import settings_for
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.connection import Connection
@@ -32,6 +33,7 @@ from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.settings import ConnectionSettings
 from pulsar_spark.errors import (
     BrokerUnreachableError,
     ChecksumMismatchError,
@@ -256,8 +258,8 @@ def client(broker: LocalBroker) -> Iterator[pulsar.Client]:
 
 @pytest.fixture(scope="module")
 def lookup(broker: LocalBroker) -> Iterator[Lookup]:
-    pool = ConnectionPool(connect_timeout=5)
-    yield Lookup(broker.service_url, pool, timeout=10)
+    pool = ConnectionPool()
+    yield Lookup(settings_for(broker.service_url, timeout=10), pool)
     pool.close()
 
 
@@ -680,8 +682,8 @@ def test_a_start_in_a_removed_ledger_is_reported_before_anything_is_read(
     assert ledger > 0 and [r.entry for r in rows] == list(range(6))
     proxy, answers = apache_proxy((broker.host, broker.port))
     answers.first_ledgers = {topic: ledger}
-    pool = ConnectionPool(connect_timeout=5)
-    through = Lookup(proxy.url, pool, timeout=10)
+    pool = ConnectionPool()
+    through = Lookup(settings_for(proxy.url, timeout=10), pool)
 
     def read_from(start: MessageId) -> tuple[list[Row], list[MessageId]]:
         gone: list[MessageId] = []
@@ -758,8 +760,8 @@ def closed_port() -> int:
 
 def test_unreachable_broker_fails_fast() -> None:
     port = closed_port()
-    pool = ConnectionPool(connect_timeout=3)
-    lookup = Lookup(f"pulsar://127.0.0.1:{port}", pool, timeout=3)
+    pool = ConnectionPool()
+    lookup = Lookup(settings_for(f"pulsar://127.0.0.1:{port}", timeout=3, connect_timeout=3), pool)
     started = time.monotonic()
     with pytest.raises(
         BrokerUnreachableError,
@@ -771,8 +773,8 @@ def test_unreachable_broker_fails_fast() -> None:
 
 
 def test_unanswered_request_times_out_and_the_connection_survives(broker: LocalBroker) -> None:
-    pool = ConnectionPool(connect_timeout=5)
-    lookup = Lookup(broker.service_url, pool, timeout=1.0)
+    pool = ConnectionPool()
+    lookup = Lookup(settings_for(broker.service_url, timeout=1.0), pool)
     try:
         connection = lookup.service_connection()
         started = time.monotonic()
@@ -893,7 +895,7 @@ def fake_broker() -> Iterator[Callable[[Handler], FakeBroker]]:
 @pytest.fixture
 def pool() -> Iterator[ConnectionPool]:
     """A private connection pool, closed after the test."""
-    connections = ConnectionPool(connect_timeout=2.0)
+    connections = ConnectionPool()
     yield connections
     connections.close()
 
@@ -926,7 +928,7 @@ def test_silent_handshake_is_unreachable(
         match=rf"^broker at 127\.0\.0\.1:{server.port} accepted TCP but did not complete the "
         r"Pulsar handshake within 1s$",
     ):
-        pool.get(server.address, timeout=1.0)
+        pool.get(server.address, ConnectionSettings(connect_timeout=1.0))
     assert 0.9 <= time.monotonic() - started < 2.5
     assert server.kinds() == ["CONNECT"]
 
@@ -935,7 +937,9 @@ def test_keepalive_detects_a_peer_that_went_silent(
     fake_broker: Callable[[Handler], FakeBroker],
 ) -> None:
     server = fake_broker(handshake_only)
-    connection = Connection.open(server.address, timeout=2.0, keepalive_interval=0.5)
+    connection = Connection.open(
+        server.address, ConnectionSettings(connect_timeout=2.0, keepalive_interval=0.5)
+    )
     assert connection.server_version == "fake-broker"
     assert connection.protocol_version == 19
     started = time.monotonic()
@@ -965,7 +969,7 @@ def test_connection_answers_broker_pings(fake_broker: Callable[[Handler], FakeBr
             sock.sendall(ping_frame())
 
     server = fake_broker(handler)
-    connection = Connection.open(server.address, timeout=2.0)
+    connection = Connection.open(server.address, ConnectionSettings(connect_timeout=2.0))
     try:
         assert server.wait_for(Type.PONG, 2.0)
         assert server.kinds() == ["CONNECT", "PONG"]
@@ -986,7 +990,7 @@ def test_ping_sent_right_behind_connected_is_answered(
             sock.sendall(connected_frame() + ping_frame())
 
     server = fake_broker(handler)
-    connection = Connection.open(server.address, timeout=2.0)
+    connection = Connection.open(server.address, ConnectionSettings(connect_timeout=2.0))
     try:
         assert server.wait_for(Type.PONG, 2.0), f"no PONG; broker received {server.kinds()}"
         assert server.kinds() == ["CONNECT", "PONG"]
@@ -1002,7 +1006,7 @@ def test_huge_frame_during_handshake(
             sock.sendall(struct.pack(">I", 0x7FFFFFF0) + b"\x00" * 64)
 
     server = fake_broker(handler)
-    lookup = Lookup(server.url, pool, timeout=2.0)
+    lookup = Lookup(settings_for(server.url, timeout=2.0), pool)
     started = time.monotonic()
     with pytest.raises(
         FrameTooLargeError,
@@ -1022,7 +1026,7 @@ def test_huge_frame_after_handshake_fails_the_pending_request(
             sock.sendall(struct.pack(">I", 6 * 1024 * 1024) + b"\x00" * 64)
 
     server = fake_broker(handler)
-    lookup = Lookup(server.url, pool, timeout=5.0)
+    lookup = Lookup(settings_for(server.url, timeout=5.0), pool)
     first = lookup.service_connection()
     started = time.monotonic()
     with pytest.raises(ConnectionClosedError) as info:
@@ -1106,7 +1110,7 @@ def test_corrupted_checksum_fails_the_reader(
             )
 
     server = fake_broker(handler)
-    lookup = Lookup(server.url, pool, timeout=5.0)
+    lookup = Lookup(settings_for(server.url, timeout=5.0), pool)
     topic = "persistent://public/default/corrupt"
     reader = RangeReader(
         lookup,
@@ -1168,7 +1172,7 @@ def test_stalled_dispatch_is_nudged_with_one_permit(
             sock.sendall(message_frame(flow.consumer_id, entry, values[entry], corrupt=False))
 
     server = fake_broker(handler)
-    lookup = Lookup(server.url, pool, timeout=5.0)
+    lookup = Lookup(settings_for(server.url, timeout=5.0), pool)
     reader = RangeReader(
         lookup,
         ReadRange("persistent://public/default/stalls", MessageId.earliest(), MessageId(5, 2)),

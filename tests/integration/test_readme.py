@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -28,14 +27,13 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from support.readme import README, example, examples
 
 from pulsar_spark.local_broker import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-EXAMPLE = re.compile(r"<!-- readme-example: ([\w-]+) -->\n```(\w+)\n(.*?)\n```", re.DOTALL)
+ROOT = README.parent
 NS = "persistent://public/default/"
 
 PYTHON_EXAMPLES = [
@@ -47,6 +45,9 @@ PYTHON_EXAMPLES = [
     "batch-read-range",
     "streaming-read",
     "streaming-write",
+    "secure-token",  # the secure examples run in test_secure_spark.py
+    "secure-mtls",
+    "secure-oauth2",
 ]
 SETUP_NAMES = {"spark", "url", "topic", "out", "ckpt"}
 FIRST_WRITE = 1000
@@ -54,16 +55,6 @@ SECOND_WRITE = 200
 EPOCH_MS = 1767225600000  # 2026-01-01T00:00:00Z, the README's first event time
 Click = tuple[str, int, str, tuple[tuple[str, str], ...], int]
 """key, the value's id and action, properties, event time in ms"""
-
-
-def examples() -> list[tuple[str, str, str]]:
-    """(name, language, code) of every named example, in README order."""
-    return [(m[1], m[2], m[3]) for m in EXAMPLE.finditer(README.read_text(encoding="utf-8"))]
-
-
-def example(name: str) -> str:
-    [code] = [code for n, _, code in examples() if n == name]
-    return code
 
 
 # --- what the README's write example sends, computed here independently -------------------------

@@ -631,7 +631,9 @@ def test_idle_query_receives_messages_after_a_long_silence(
     )
     try:
         start = driver.initialOffset()
-        connection = default_pool().get(parse_service_url(broker.service_url)[0])
+        connection = default_pool().get(
+            parse_service_url(broker.service_url)[0], driver.options.client.connection
+        )
         wait_until(lambda: query.lastProgress is not None, "the first trigger")
         first = publish(client, topic_name, drafts(5, "first"))
         wait_until(lambda: len(batches.all()) == 5, "the first messages")
@@ -653,7 +655,12 @@ def test_idle_query_receives_messages_after_a_long_silence(
     (work,) = driver.partitions(start, end)
     table = pa.Table.from_batches(list(driver.read(work)))
     assert table.column("value").to_pylist() == [m.value for m in first + second]
-    assert default_pool().get(parse_service_url(broker.service_url)[0]) is connection
+    assert (
+        default_pool().get(
+            parse_service_url(broker.service_url)[0], driver.options.client.connection
+        )
+        is connection
+    )
     assert not connection.closed
 
 
@@ -951,13 +958,11 @@ def test_available_now_start_after_its_recorded_end_is_not_data_loss(
 
 
 def test_latest_offset_retries_a_lost_broker_until_the_connection_timeout(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """latestOffset retries a refused or lost connection, pausing 0.1 s, 0.2 s, ... between
     attempts, for pulsar.client.connectionTimeoutMs (a broker restart takes a second or two);
     a broker that stays away fails the trigger after that."""
-    pool = default_pool()
-    monkeypatch.setattr(pool, "connect_timeout", pool.connect_timeout)  # restored afterwards
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -35,6 +35,7 @@ from pyspark.errors import AnalysisException, PythonException, StreamingQueryExc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
+from support.clients import settings_for
 
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
@@ -220,7 +221,7 @@ def read_with_spark(spark: SparkSession, broker: LocalBroker, topic: str) -> lis
 @pytest.fixture(scope="module")
 def lookup(broker: LocalBroker) -> Iterator[Lookup]:
     pool = ConnectionPool()
-    yield Lookup(broker.service_url, pool, timeout=10.0)
+    yield Lookup(settings_for(broker.service_url, timeout=10.0), pool)
     pool.close()
 
 

@@ -154,7 +154,7 @@ def test_service_url_is_stripped_and_may_list_hosts() -> None:
     [
         ("http://localhost:8080", "must look like pulsar://host:6650"),
         ("localhost:6650", "must look like pulsar://host:6650"),
-        ("pulsar+ssl://localhost:6651", "TLS (pulsar+ssl://) is not supported yet"),
+        ("pulsar+tls://localhost:6651", "or pulsar+ssl://host:6651"),
         ("pulsar://:6650", "missing host"),
         ("pulsar://localhost:port", "invalid host or port"),
     ],

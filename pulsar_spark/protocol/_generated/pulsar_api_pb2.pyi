@@ -626,6 +626,34 @@ class CommandAuthChallenge(_message.Message):
 Global___CommandAuthChallenge: _TypeAlias = CommandAuthChallenge  # noqa: Y015
 
 @_typing.final
+class CommandAuthResponse(_message.Message):
+    """The client's answer to an AuthChallenge: fresh credentials."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLIENT_VERSION_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
+    client_version: _builtins.str
+    protocol_version: _builtins.int
+    @_builtins.property
+    def response(self) -> Global___AuthData: ...
+    def __init__(
+        self,
+        *,
+        client_version: _builtins.str | None = ...,
+        response: Global___AuthData | None = ...,
+        protocol_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["client_version", b"client_version", "protocol_version", b"protocol_version", "response", b"response"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_version", b"client_version", "protocol_version", b"protocol_version", "response", b"response"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAuthResponse: _TypeAlias = CommandAuthResponse  # noqa: Y015
+
+@_typing.final
 class CommandPing(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1809,6 +1837,7 @@ class BaseCommand(_message.Message):
     GETTOPICSOFNAMESPACE_FIELD_NUMBER: _builtins.int
     GETTOPICSOFNAMESPACERESPONSE_FIELD_NUMBER: _builtins.int
     AUTHCHALLENGE_FIELD_NUMBER: _builtins.int
+    AUTHRESPONSE_FIELD_NUMBER: _builtins.int
     ACKRESPONSE_FIELD_NUMBER: _builtins.int
     TOPICMIGRATED_FIELD_NUMBER: _builtins.int
     type: Global___BaseCommand.Type.ValueType
@@ -1873,6 +1902,8 @@ class BaseCommand(_message.Message):
     @_builtins.property
     def authChallenge(self) -> Global___CommandAuthChallenge: ...
     @_builtins.property
+    def authResponse(self) -> Global___CommandAuthResponse: ...
+    @_builtins.property
     def ackResponse(self) -> Global___CommandAckResponse: ...
     @_builtins.property
     def topicMigrated(self) -> Global___CommandTopicMigrated: ...
@@ -1910,12 +1941,13 @@ class BaseCommand(_message.Message):
         getTopicsOfNamespace: Global___CommandGetTopicsOfNamespace | None = ...,
         getTopicsOfNamespaceResponse: Global___CommandGetTopicsOfNamespaceResponse | None = ...,
         authChallenge: Global___CommandAuthChallenge | None = ...,
+        authResponse: Global___CommandAuthResponse | None = ...,
         ackResponse: Global___CommandAckResponse | None = ...,
         topicMigrated: Global___CommandTopicMigrated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

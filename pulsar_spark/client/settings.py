@@ -1,0 +1,58 @@
+"""What the client layer is configured with: frozen, hashable values built once from options.
+
+They travel from the driver to executor tasks inside each task's partition (pickled), and a
+:class:`ConnectionSettings` is part of the connection pool's key, so two queries in one Python
+worker with different credentials or trust never share a connection. None of their reprs shows
+a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.client.auth import NO_AUTH, Authentication
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """How to verify the broker and, for mutual TLS, who we are.
+
+    ``trust_certs_file`` is a PEM bundle of CAs (the system store when None). Hostname
+    verification is on unless turned off; ``allow_insecure`` accepts any certificate.
+    """
+
+    trust_certs_file: str | None = None
+    allow_insecure: bool = False
+    verify_hostname: bool = True
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """Everything one broker connection needs; ``tls`` is None for plain-text ``pulsar://``.
+
+    With ``sni_proxy`` every connection is made to that proxy, and the TLS server name (SNI)
+    says which broker the proxy should pass it on to (Pulsar's SNI routing).
+    """
+
+    tls: TlsSettings | None = None
+    auth: Authentication = NO_AUTH
+    connect_timeout: float = 10.0
+    keepalive_interval: float = 30.0
+    sni_proxy: BrokerAddress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """A client of one cluster: where it is, how to connect, how long to wait for answers."""
+
+    service_url: str
+    operation_timeout: float = 30.0
+    connection: ConnectionSettings = field(default_factory=ConnectionSettings)
+    listener_name: str | None = None
+
+    @property
+    def connection_timeout(self) -> float:
+        return self.connection.connect_timeout

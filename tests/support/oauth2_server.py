@@ -1,0 +1,144 @@
+"""A loopback OAuth2 issuer for the client-credentials grant.
+
+It serves the OpenID discovery document and a token endpoint; a client that posts the right
+``client_id``/``client_secret`` gets an HS256 JWT (see :mod:`tokens`) whose subject is its
+client id, signed with the secret a token-checking :class:`AuthPolicy` verifies with. That is
+the shape of an Apache Pulsar set-up with the OAuth2 client plugin and a token-verifying broker.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from . import tokens
+
+DISCOVERY_PATH = "/.well-known/openid-configuration"
+TOKEN_PATH = "/oauth2/token"
+
+
+@dataclass
+class TokenRequests:
+    """What the token endpoint was asked: how many tokens it issued, and the last form."""
+
+    served: int = 0
+    refused: int = 0
+    last_form: dict[str, str] = field(default_factory=dict)
+
+
+class OAuth2Server:
+    """An issuer at :attr:`issuer_url` for the clients in ``clients`` (id to secret)."""
+
+    def __init__(
+        self, secret: bytes, clients: Mapping[str, str], *, lifetime: float = 3600.0
+    ) -> None:
+        """Start serving on a free loopback port; tokens are signed with ``secret``."""
+        self.secret = secret
+        self.clients = dict(clients)
+        self.lifetime = lifetime
+        """Seconds a new token is valid for (settable; ``expires_in`` is its whole part)."""
+        self.requests = TokenRequests()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self.issuer_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.token_endpoint = self.issuer_url + TOKEN_PATH
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def write_credentials_file(self, path: Path, client_id: str, client_secret: str) -> Path:
+        """Write the JSON key file Apache Pulsar's OAuth2 client plugin reads; return ``path``."""
+        path.write_text(
+            json.dumps(
+                {
+                    "type": "client_credentials",
+                    "client_id": client_id,
+                    "client_secret": client_secret,
+                    "issuer_url": self.issuer_url,
+                }
+            )
+        )
+        return path
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> OAuth2Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _discovery(self) -> dict[str, object]:
+        return {
+            "issuer": self.issuer_url,
+            "token_endpoint": self.token_endpoint,
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_post"],
+        }
+
+    def _token(self, form: dict[str, str]) -> tuple[int, dict[str, object]]:
+        with self._lock:
+            self.requests.last_form = dict(form)
+            if form.get("grant_type") != "client_credentials":
+                self.requests.refused += 1
+                return 400, {"error": "unsupported_grant_type"}
+            client_id = form.get("client_id", "")
+            if client_id not in self.clients or self.clients[client_id] != form.get(
+                "client_secret"
+            ):
+                self.requests.refused += 1
+                return 401, {"error": "invalid_client"}
+            lifetime = self.lifetime
+            self.requests.served += 1
+        token = tokens.sign(client_id, self.secret, time.time() + lifetime)
+        body: dict[str, object] = {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": int(lifetime),
+        }
+        if "scope" in form:
+            body["scope"] = form["scope"]
+        return 200, body
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] == DISCOVERY_PATH:
+                    self._reply(200, issuer._discovery())
+                else:
+                    self._reply(404, {"error": "not_found"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode("utf-8", "replace")
+                if self.path.split("?")[0] != TOKEN_PATH:
+                    self._reply(404, {"error": "not_found"})
+                    return
+                form = dict(urllib.parse.parse_qsl(body, keep_blank_values=True))
+                self._reply(*issuer._token(form))
+
+            def _reply(self, status: int, body: dict[str, object]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Keep test output quiet."""
+
+        return Handler

@@ -1,0 +1,91 @@
+"""Minimal HS256 JSON Web Tokens, the kind Apache Pulsar's token provider accepts.
+
+A token is ``base64url(header) . base64url(claims) . base64url(HMAC-SHA256(secret, first two))``
+with unpadded base64url; the claims are ``sub`` (the principal) and, optionally, ``exp``
+(seconds since the epoch).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import math
+from typing import Any
+
+_HEADER = {"alg": "HS256", "typ": "JWT"}
+
+
+def sign(subject: str, secret: bytes, expires_at: float | None) -> str:
+    """Return a token for ``subject``, expiring at ``expires_at`` (never when ``None``).
+
+    ``exp`` is whole seconds, rounded up: a token never expires before ``expires_at``.
+    """
+    claims: dict[str, Any] = {"sub": subject}
+    if expires_at is not None:
+        claims["exp"] = math.ceil(expires_at)
+    signing_input = f"{_encode_json(_HEADER)}.{_encode_json(claims)}"
+    return f"{signing_input}.{_b64encode(_mac(secret, signing_input))}"
+
+
+def claims(token: str) -> dict[str, Any] | None:
+    """The token's claims, without checking anything; ``None`` if it is not a JWT."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        decoded = json.loads(_b64decode(parts[1]))
+    except (ValueError, binascii.Error):
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def expires_at(token: str) -> float | None:
+    """The token's ``exp`` claim, or ``None`` if it has none (or is not a JWT)."""
+    exp = (claims(token) or {}).get("exp")
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+def verify(token: str, secret: bytes, now: float) -> str | None:
+    """Return the token's subject if it is well formed, signed with ``secret`` and not expired
+    at ``now``; otherwise ``None``."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        header = json.loads(_b64decode(parts[0]))
+        signature = _b64decode(parts[2])
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(header, dict) or header.get("alg") != "HS256":
+        return None
+    if not hmac.compare_digest(signature, _mac(secret, f"{parts[0]}.{parts[1]}")):
+        return None
+    payload = claims(token)
+    if payload is None or not isinstance(payload.get("sub"), str):
+        return None
+    if "exp" in payload:
+        exp = expires_at(token)
+        if exp is None or exp <= now:
+            return None
+    return str(payload["sub"])
+
+
+def _mac(secret: bytes, signing_input: str) -> bytes:
+    return hmac.new(secret, signing_input.encode("ascii"), hashlib.sha256).digest()
+
+
+def _encode_json(value: dict[str, Any]) -> str:
+    return _b64encode(json.dumps(value, separators=(",", ":")).encode())
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    if not text or "=" in text:
+        raise ValueError("not unpadded base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
