@@ -77,6 +77,15 @@ class ConnectionClosedError(PulsarConnectionError):
     """An established connection was closed while requests were outstanding."""
 
 
+class ResourceClosedError(PulsarConnectionError):
+    """The broker closed a consumer or producer (its topic was unloaded, moved to another
+    broker or migrated); look the topic up again, or go to ``broker_url`` when it names one."""
+
+    def __init__(self, message: str, *, broker_url: str = "") -> None:
+        super().__init__(message)
+        self.broker_url = broker_url
+
+
 class TlsError(PulsarConnectionError):
     """The TLS handshake failed: an untrusted, expired or misnamed certificate, or a peer that
     does not speak TLS. Trying again does not change the broker's certificate."""
