@@ -13,15 +13,17 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # A regular (non-editable) install, so Spark's data-source discovery sees `pyspark_pulsar`
-# exactly as a `pip install pulsar-spark` user gets it.
+# exactly as a `pip install pulsar-spark` user gets it. setuptools builds in build/ and puts
+# everything it finds there into the wheel, modules since moved or deleted too: start clean.
 install: $(PY)
+	rm -rf build
 	$(PY) -m pip install --quiet ".[test,dev]"
 
 test: install
 	$(PY) -m pytest
 
 demo: install
-	$(PY) -m pulsar_spark.demo $(DEMO_ARGS)
+	$(PY) -m pulsar_spark.jobs.demo $(DEMO_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check pulsar_spark tests benchmarks

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 from pulsar_spark.topic import full_topic_name
 
 if TYPE_CHECKING:

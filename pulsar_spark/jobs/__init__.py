@@ -1,1 +1,5 @@
-"""Ready-to-run Spark jobs: ``python -m pulsar_spark.demo`` and the spark-submit examples."""
+"""Ready-to-run Spark programs, installed with the package.
+
+- ``demo``: ``python -m pulsar_spark.jobs.demo`` (what ``make demo`` runs);
+- ``topic_to_parquet``: a job for ``spark-submit`` that copies a topic into Parquet.
+"""

@@ -1,4 +1,4 @@
-"""``python -m pulsar_spark.demo`` (the ``make demo`` job), run small, as a user runs it.
+"""``python -m pulsar_spark.jobs.demo`` (what ``make demo`` runs), run small, as a user runs it.
 
 The demo starts its own pulsar-lite broker and Spark, so it runs as a separate process. Every
 number it prints about the data is checked against counts computed here from the way the demo
@@ -44,7 +44,7 @@ def run_demo(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     command = [
         sys.executable,
         "-m",
-        "pulsar_spark.demo",
+        "pulsar_spark.jobs.demo",
         "--events",
         str(EVENTS),
         "--per-trigger",
@@ -97,3 +97,27 @@ def test_demo(tmp_path: Path) -> None:
     assert re.search(r"^==> done in \d+s; Parquet output in .*demo$", out, re.MULTILINE)
     assert "!!" not in out
     assert (tmp_path / "demo" / "events").is_dir()
+
+
+def test_demo_without_pulsar_lite_names_the_extra(tmp_path: Path) -> None:
+    """Without pulsar-lite the demo stops before starting Spark and says what to install."""
+    hide = "import sys; sys.modules['pulsar_lite.binary_finder'] = None; "
+    run = "from pulsar_spark.jobs import demo; sys.exit(demo.main(['--output', sys.argv[1]]))"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    result = subprocess.run(
+        [sys.executable, "-c", hide + run, str(tmp_path / "demo")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "the embedded broker needs pulsar-lite, which is not installed; install it with the "
+        '"local" extra: pip install "pulsar-spark[local]"; or run the demo on a cluster with '
+        "--service-url"
+    )
+    assert "starting Spark" not in result.stdout

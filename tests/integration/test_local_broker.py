@@ -16,7 +16,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from pulsar_spark.local_broker import LocalBroker, LocalBrokerError
+from pulsar_spark.local import LocalBroker, LocalBrokerError
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration
@@ -216,8 +216,10 @@ def test_missing_pulsar_lite_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "pulsar_lite.binary_finder", None)
-    with pytest.raises(LocalBrokerError, match="pip install pulsar-lite"):
+    with pytest.raises(ImportError, match=r'pip install "pulsar-spark\[local\]"$') as raised:
         LocalBroker.start(tmp_path)
+    assert raised.value.name == "pulsar_lite"
+    assert not list(tmp_path.iterdir())  # nothing was written before the check
 
 
 def test_invalid_arguments_are_rejected(tmp_path: Path) -> None:
@@ -231,7 +233,7 @@ def test_invalid_arguments_are_rejected(tmp_path: Path) -> None:
 
 def test_interpreter_exit_stops_forgotten_brokers(tmp_path: Path) -> None:
     script = (
-        "from pulsar_spark.local_broker import LocalBroker\n"
+        "from pulsar_spark.local import LocalBroker\n"
         f"broker = LocalBroker.start({str(tmp_path)!r})\n"
         "print(broker.pid, flush=True)\n"
     )

@@ -6,7 +6,7 @@ Run from the repository root (needs ``pulsar-lite`` and ``pulsar-client``)::
 
 What it does:
 
-1. starts a :class:`~pulsar_spark.local_broker.LocalBroker` on a temporary directory;
+1. starts a :class:`~pulsar_spark.local.LocalBroker` on a temporary directory;
 2. puts a recording TCP proxy (loopback, one thread per direction) in front of it;
 3. has the official Python client publish each case in :data:`CASES` to its own topic and
    read it back with a Reader from ``MessageId.earliest``, checking what it decodes;
@@ -537,7 +537,7 @@ def payload_frames(recordings: list[Recording]) -> dict[tuple[int, str], list[by
 
 def capture(out: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from pulsar_spark.local_broker import LocalBroker
+    from pulsar_spark.local import LocalBroker
 
     seeds = {c.base_topic: c.partition + 1 for c in CASES if c.partition is not None}
     with LocalBroker.start(partitioned_topics=seeds) as broker:

@@ -1,8 +1,8 @@
 """Start an embedded pulsar-lite broker on loopback for local runs, tests and the demo.
 
-pulsar-lite (``pip install pulsar-lite``) is a single-binary broker that speaks Pulsar's
-binary protocol. :class:`LocalBroker` runs it as a child process with everything pinned to
-safe, local values::
+pulsar-lite is a single-binary broker that speaks Pulsar's binary protocol; it comes with
+the ``local`` extra (``pip install "pulsar-spark[local]"``). :class:`LocalBroker` runs it as
+a child process with everything pinned to safe, local values::
 
     with LocalBroker.start(partitioned_topics={"events": 4}) as broker:
         client = pulsar.Client(broker.service_url)
@@ -70,8 +70,10 @@ def find_binary() -> str:
             find_pulsar_lite_binary,
         )
     except ImportError as exc:
-        raise LocalBrokerError(
-            "pulsar-lite is not installed; install it with `pip install pulsar-lite`"
+        raise ImportError(
+            "the embedded broker needs pulsar-lite, which is not installed; install it with "
+            'the "local" extra: pip install "pulsar-spark[local]"',
+            name="pulsar_lite",
         ) from exc
     try:
         return str(find_pulsar_lite_binary())
@@ -145,8 +147,10 @@ class LocalBroker:
             startup_timeout: Seconds to wait for the broker port to accept connections.
 
         Raises:
-            LocalBrokerError: pulsar-lite is missing, a port is taken, or the broker exited
-                or did not become ready in time (the message ends with the broker log).
+            ImportError: pulsar-lite is not installed (the ``local`` extra).
+            LocalBrokerError: the pulsar-lite executable is missing, a port is taken, or the
+                broker exited or did not become ready in time (the message ends with the
+                broker log).
             ValueError: a topic name, partition count or log level is invalid.
         """
         if log_level not in LOG_LEVELS:

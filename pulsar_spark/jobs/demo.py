@@ -1,7 +1,10 @@
 """The main job: events into Pulsar, a checkpointed stream into Parquet, an aggregate out.
 
-    python -m pulsar_spark.demo                      # starts an embedded pulsar-lite broker
-    python -m pulsar_spark.demo --service-url pulsar://host:6650 --topic my-demo-topic
+    python -m pulsar_spark.jobs.demo        # starts an embedded pulsar-lite broker
+    python -m pulsar_spark.jobs.demo --service-url pulsar://host:6650 --topic my-demo-topic
+
+The embedded broker needs the ``local`` extra (``pip install "pulsar-spark[local]"``); with
+``--service-url`` the demo needs nothing beyond the package.
 
 1. writes a stream of click events (keyed by user, JSON values, properties, event times)
    with ``df.write.format("pulsar")`` into a 4-partition topic;
@@ -47,10 +50,14 @@ def broker_url(args: argparse.Namespace) -> Iterator[str]:
     if args.service_url:
         yield args.service_url
         return
-    from pulsar_spark.local_broker import LocalBroker
+    from pulsar_spark.local import LocalBroker
 
     step(f"starting embedded pulsar-lite with topic '{args.topic}' ({PARTITIONS} partitions)")
-    with LocalBroker.start(partitioned_topics={args.topic: PARTITIONS}) as broker:
+    try:
+        broker = LocalBroker.start(partitioned_topics={args.topic: PARTITIONS})
+    except ImportError as exc:
+        raise SystemExit(f"{exc}; or run the demo on a cluster with --service-url") from exc
+    with broker:
         print(f"    broker at {broker.service_url}, metrics at {broker.metrics_url}")
         yield broker.service_url
 

@@ -1,0 +1,17 @@
+"""Package list for setuptools; everything else is in pyproject.toml.
+
+pyproject.toml cannot both discover packages and add one more under another name: its
+``packages`` is either a fixed list or a search of the file tree. Spark's data-source
+auto-discovery needs ``pyspark_pulsar``, which pyproject.toml maps to
+``pulsar_spark/spark/autoload``, so the list is built here: every ``pulsar_spark`` package the
+search finds (a new subpackage is included without being listed), and ``pyspark_pulsar``.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    packages=[
+        *find_packages(include=["pulsar_spark", "pulsar_spark.*"], exclude=["*.autoload"]),
+        "pyspark_pulsar",
+    ]
+)

@@ -1,0 +1,225 @@
+"""The wheel, installed the way a user installs it: every module is in it, and the job runs.
+
+The wheel is built from a copy of the source tree, so files left in ``build/`` by an earlier
+build cannot slip into it, and installed (not editable) into a new virtual environment. That
+environment sees the test environment's packages (pyspark, pyarrow, ...) through a ``.pth``
+file, whose paths come after its own site-packages: the wheel installs in seconds with
+``--no-deps``, and its ``pulsar_spark`` comes first on ``sys.path``, ahead of any copy the test
+environment has. The job then runs with ``spark-submit`` from a directory outside the
+repository and without ``PYTHONPATH``, as the README's recipe runs it.
+"""
+
+from __future__ import annotations
+
+import email
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pyarrow.parquet as pq
+import pytest
+
+from pulsar_spark.local import LocalBroker
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "persistent://public/default/"
+NOT_SOURCE = {
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "demo-output",
+}
+MESSAGES = 120
+PIP = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+
+
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    python: Path
+    site_packages: Path
+    outside: Path  # a working directory outside the repository
+
+
+def _not_source(directory: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in NOT_SOURCE or n.endswith(".egg-info")}
+
+
+def _clean_env(python: Path) -> dict[str, str]:
+    """The environment a user's shell would have: no PYTHONPATH, Spark's Python is ``python``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(python)
+    return env
+
+
+def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command``; fail the test with the end of its output unless it succeeds."""
+    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel built from this checkout, installed into a fresh virtual environment."""
+    work = tmp_path_factory.mktemp("packaging")
+    source = work / "source"
+    dist = work / "dist"
+    shutil.copytree(ROOT, source, ignore=_not_source, symlinks=True)
+    _run(
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist), str(source)],
+        timeout=300,
+    )
+    [wheel] = dist.glob("pulsar_spark-*.whl")
+
+    venv = work / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120)
+    python = venv / "bin" / "python"
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site_packages = Path(_run([str(python), "-c", purelib]).stdout.strip()).resolve()
+    outer = dict.fromkeys(sysconfig.get_path(name) for name in ("purelib", "platlib"))
+    (site_packages / "test-environment.pth").write_text("\n".join(outer) + "\n")
+    _run(
+        [
+            *PIP,
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            str(wheel),
+        ],
+        timeout=300,
+    )
+    outside = work / "elsewhere"
+    outside.mkdir()
+    return Installed(wheel, python, site_packages, outside)
+
+
+def test_wheel_holds_every_module_of_the_source(installed: Installed) -> None:
+    with zipfile.ZipFile(installed.wheel) as archive:
+        names = set(archive.namelist())
+        [metadata_name] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(archive.read(metadata_name))
+
+    autoload = "pulsar_spark/spark/autoload/"
+    source = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "pulsar_spark").rglob("*")
+        if path.suffix in {".py", ".pyi", ".typed"} and "__pycache__" not in path.parts
+    }
+    expected = {n.replace(autoload, "pyspark_pulsar/") for n in source}
+    assert {n for n in names if ".dist-info/" not in n} == expected
+
+    for module in (
+        "pyspark_pulsar/__init__.py",  # Spark's data-source auto-discovery imports it
+        "pulsar_spark/jobs/__init__.py",
+        "pulsar_spark/jobs/topic_to_parquet.py",
+        "pulsar_spark/jobs/demo.py",
+        "pulsar_spark/local/__init__.py",
+        "pulsar_spark/local/broker.py",
+        "pulsar_spark/py.typed",
+        "pulsar_spark/protocol/_generated/pulsar_api_pb2.pyi",
+    ):
+        assert module in names, module
+    assert "local" in metadata.get_all("Provides-Extra")
+    assert 'pulsar-lite==0.2.0; extra == "local"' in metadata.get_all("Requires-Dist")
+
+
+def test_modules_import_from_the_installed_wheel(installed: Installed) -> None:
+    script = (
+        "import json, pulsar_spark, pyspark_pulsar, pulsar_spark.jobs.topic_to_parquet as job, "
+        "pulsar_spark.jobs.demo as demo, pulsar_spark.local as local; "
+        "from pulsar_spark.spark.datasource import PulsarDataSource; "
+        "print(json.dumps({'files': [m.__file__ for m in "
+        "(pulsar_spark, pyspark_pulsar, job, demo, local)], "
+        "'default_source': pyspark_pulsar.DefaultSource is PulsarDataSource}))"
+    )
+    result = _run(
+        [str(installed.python), "-c", script],
+        cwd=installed.outside,
+        env=_clean_env(installed.python),
+        timeout=120,
+    )
+    found = json.loads(result.stdout)
+    assert found["default_source"]
+    for file in found["files"]:
+        assert Path(file).resolve().is_relative_to(installed.site_packages), file
+
+
+def test_spark_submit_runs_the_installed_job(
+    installed: Installed,
+    broker: LocalBroker,
+    pooled_partitioned_topic: Callable[[int], str],
+) -> None:
+    topic = NS + pooled_partitioned_topic(2)
+    client = pulsar.Client(
+        broker.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+    try:
+        producer = client.create_producer(topic)
+        for i in range(MESSAGES):
+            producer.send(f"click-{i}".encode(), partition_key=str(i % 10))
+    finally:
+        client.close()
+
+    env = _clean_env(installed.python)
+    # The README's recipe: ask the installed package where its job file is.
+    locate = "import pulsar_spark.jobs.topic_to_parquet as job; print(job.__file__)"
+    job = Path(
+        _run(
+            [str(installed.python), "-c", locate], cwd=installed.outside, env=env, timeout=120
+        ).stdout.strip()
+    )
+    assert job.resolve().is_relative_to(installed.site_packages)
+
+    local = Path(sys.executable).parent / "spark-submit"
+    spark_submit = str(local) if local.exists() else shutil.which("spark-submit")
+    assert spark_submit, "spark-submit is not installed (it comes with pyspark)"
+    output = installed.outside / "clicks"
+    result = _run(
+        [
+            spark_submit,
+            *("--master", "local[2]", "--conf", "spark.ui.enabled=false"),
+            *(
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                "--conf",
+                "spark.driver.bindAddress=127.0.0.1",
+            ),
+            *(
+                str(job),
+                "--service-url",
+                broker.service_url,
+                "--topic",
+                topic,
+                "--output",
+                str(output),
+            ),
+        ],
+        cwd=installed.outside,
+        env=env,
+        timeout=300,
+    )
+    assert f"copied {topic} to {output}, which now holds {MESSAGES} rows" in result.stdout
+    copied = pq.read_table(output, columns=["key", "value"]).to_pylist()
+    assert sorted((r["key"].decode(), r["value"].decode()) for r in copied) == sorted(
+        (str(i % 10), f"click-{i}") for i in range(MESSAGES)
+    )
