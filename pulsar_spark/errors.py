@@ -12,6 +12,7 @@ connection) may succeed, so callers never guess from message text.
   (:class:`TlsError`, a failed TLS handshake, is the one that is not retriable).
 - :class:`CredentialsError` — the auth plugin could not produce credentials.
 - :class:`RequestTimeoutError` — a request got no answer in time.
+- :class:`RetriesExhaustedError` — retriable failures went on past the time limit.
 - :class:`ServerError` family — the broker answered with an error code; one subclass per code,
   looked up with :func:`server_error_for`.
 """
@@ -102,6 +103,18 @@ class RequestTimeoutError(PulsarSparkError):
     """A request got no response within its timeout."""
 
     retriable = True
+
+
+class PollTimeoutError(RequestTimeoutError):
+    """The broker delivered nothing for ``pollTimeoutMs`` before a read reached its end; a
+    reconnect would not be any faster, so it is not retried."""
+
+    retriable = False
+
+
+class RetriesExhaustedError(PulsarSparkError):
+    """An operation kept failing with retriable errors until its time limit; the last
+    failure is the ``__cause__``."""
 
 
 class TopicLookupError(PulsarSparkError):

@@ -49,6 +49,28 @@ class MessageId:
     def is_latest(self) -> bool:
         return self.ledger_id == _LATEST_LEDGER and self.entry_id == _LATEST_LEDGER
 
+    # Positions as comparable keys (ledger, entry, batch index), for ranges and offsets. A
+    # batch index of -1 stands for the whole entry, so as a bound it widens to the entry's edge
+    # on that side: it starts before the entry's first message and ends after its last.
+
+    def first_key(self) -> tuple[int, int, int]:
+        """This position as the first message of a range (inclusive start)."""
+        return (self.ledger_id, self.entry_id, -1 if self.batch_index < 0 else self.batch_index)
+
+    def last_key(self) -> tuple[int, int, int]:
+        """This position as the last message of a range (inclusive end)."""
+        batch = _PAST_LAST_INDEX if self.batch_index < 0 else self.batch_index
+        return (self.ledger_id, self.entry_id, batch)
+
+    def key_after(self) -> tuple[int, int, int]:
+        """The first key after this position (an exclusive start)."""
+        batch = _PAST_LAST_INDEX + 1 if self.batch_index < 0 else self.batch_index + 1
+        return (self.ledger_id, self.entry_id, batch)
+
+    def key_before(self) -> tuple[int, int, int]:
+        """The last key before this position (an exclusive end)."""
+        return (self.ledger_id, self.entry_id, -2 if self.batch_index < 0 else self.batch_index - 1)
+
     @property
     def entry(self) -> tuple[int, int]:
         """The (ledger_id, entry_id) of the stored entry holding this message."""
@@ -90,6 +112,9 @@ class MessageId:
 
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
+
+
+_PAST_LAST_INDEX = 1 << 31  # above every batch index
 
 
 def _signed64(value: int) -> int:

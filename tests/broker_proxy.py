@@ -461,6 +461,7 @@ class BrokerProxy:
         self._closed = False
         self._sockets: list[socket.socket] = []
         self._downstream: list[Stream] = []
+        self._upstream: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def hold(self) -> None:
@@ -480,6 +481,15 @@ class BrokerProxy:
             for client in self._downstream:
                 client.sendall(encode_command(command))
 
+    def inject_upstream(self, command: pb.BaseCommand) -> None:
+        """Send ``command`` to the broker as if from the client (on every connection).
+
+        Only with a rewrite (which forwards whole frames) or while the client is idle.
+        """
+        with self._lock:
+            for broker in self._upstream:
+                broker.sendall(encode_command(command))
+
     def challenge_all(self) -> int:
         """Ask every authenticated client for fresh credentials now (see :class:`AuthPolicy`)."""
         if self.auth is None:
@@ -487,7 +497,9 @@ class BrokerProxy:
         return self.auth.challenge_all()
 
     def close(self) -> None:
-        """Cut every connection; held bytes are dropped, not delivered."""
+        """Cut every connection and stop listening; held bytes are dropped, not delivered."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(), so the port closes
         self._listener.close()
         with self._lock:
             self._closed = True
@@ -510,6 +522,7 @@ class BrokerProxy:
             with self._lock:
                 self._sockets += [client, upstream]
                 self._downstream.append(client)
+                self._upstream.append(upstream)
             threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
@@ -553,6 +566,8 @@ class BrokerProxy:
         if not self._register(upstream):
             _cut(client)
             return None
+        with self._lock:
+            self._upstream.append(upstream)
         return upstream
 
     def _serve_authenticated(self, client: socket.socket, stream: Stream, auth: AuthPolicy) -> None:

@@ -104,7 +104,9 @@ class Consumer:
                 timeout=self.timeout,
             ).getLastMessageIdResponse
         except UnknownServerError as exc:
-            # pulsar-lite answers an empty topic with an error instead of entry id -1.
+            # pulsar-lite answers an empty topic with an error instead of entry id -1. Its code,
+            # UnknownError, is also every other unexpected failure, so only the message tells
+            # the two apart; Apache Pulsar answers entry id -1, handled below.
             if "no messages" in str(exc).lower():
                 return None
             raise

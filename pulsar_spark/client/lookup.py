@@ -12,11 +12,14 @@ advertised listener.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pulsar_spark.client.address import BrokerAddress, is_tls_url, parse_service_url
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.pool import ConnectionPool
+from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import (
     PulsarConnectionError,
@@ -27,6 +30,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.protocol import commands, pb
 
 MAX_REDIRECTS = 20
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,10 @@ class Lookup:
         self._tls = settings.connection.tls is not None
         self.pool = pool
         self.timeout = settings.operation_timeout
+
+    def retrying(self, operation: Callable[[], T], what: str) -> T:
+        """Run ``operation`` under the retry policy, with this client's operation timeout."""
+        return retrying(operation, what=what, timeout=self.timeout)
 
     def connect(self, address: BrokerAddress, proxy_to_broker_url: str | None = None) -> Connection:
         return self.pool.get(

@@ -13,7 +13,7 @@ batch. The batch goes out as one SEND frame once it holds ``batch_max_messages``
 records are built together, and each batch takes as many as it has room for.
 
 Flow control counts messages per SEND frame, not per message, so the per-message path takes
-no lock. Every frame is recorded in a FIFO of ``(sequence_id, highest_sequence_id, messages)``
+no lock. Every frame is recorded in the :class:`~pulsar_spark.client.send_window.SendWindow`
 before it is written, and the broker's receipts, which arrive in order, pop it from the head
 on the connection's reader thread. When ``max_pending_messages`` messages are without a
 receipt, the next frame waits (under a Condition) for receipts to make room, at most
@@ -37,29 +37,35 @@ batch that mixed them with new messages would be dropped, new messages included,
 boundaries depend on timing, so a retry cannot be relied on to draw them where the failed
 attempt did.
 
-Failure is sticky and loud: a SEND_ERROR, a receipt that does not match the FIFO's head, a lost
-connection or a timeout makes the producer failed, and the error is raised by the next
-:meth:`~Producer.send`, :meth:`~Producer.flush` or :meth:`~Producer.close`. A message either
-gets its receipt or its sender sees an exception.
+A lost connection, or the broker closing the producer (the topic unloaded or moved, the broker
+restarting), is ridden through by the sending thread at its next step: it looks the topic up
+again, creates the producer again under the same name, learns the highest sequence id the
+broker stored under it (a deduplicating broker reports it) and sends what is still without a
+receipt again, in order, with the original sequence ids (:mod:`~pulsar_spark.client.send_window`),
+retrying with growing pauses until ``pulsar.client.operationTimeoutMs`` passes without success.
+
+Any other failure is sticky and loud: a SEND_ERROR, a receipt that does not match the oldest
+frame in flight, a timeout or a reconnect that gave up makes the producer failed, and the error
+is raised by the next :meth:`~Producer.send`, :meth:`~Producer.flush` or
+:meth:`~Producer.close`. A message either gets its receipt or its sender sees an exception.
 
 One thread sends; receipts are handled on the connection's reader thread.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.retry import Retrier
+from pulsar_spark.client.send_window import SendWindow, Sent
+from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import (
-    ConfigurationError,
-    ConnectionClosedError,
     LocalProtocolError,
     PulsarSparkError,
     RemoteProtocolError,
@@ -76,6 +82,7 @@ from pulsar_spark.protocol.encode import (
     single_message_metadata,
 )
 from pulsar_spark.protocol.framing import FRAME_PADDING
+from pulsar_spark.protocol.payload import encode_payload_section
 
 log = logging.getLogger(__name__)
 
@@ -85,42 +92,45 @@ _METADATA_ROOM = 64 * 1024
 # Unbatched SEND frames are gathered up to this many bytes for one socket write.
 _OUTBOX_BYTES = 64 * 1024
 
-# (sequence_id, highest_sequence_id, messages completed by its receipt)
-_InFlight = tuple[int, int, int]
-
 
 class Producer:
     """Publishes to one topic (or one partition, by its full ``-partition-N`` name).
 
     Create with :meth:`create`. Not thread-safe for concurrent senders; see the module
-    docstring for batching, flow control and failure handling.
+    docstring for batching, flow control, reconnects and failure handling.
     """
 
     def __init__(
         self,
-        connection: Connection,
-        *,
+        lookup: Lookup,
         topic: str,
-        producer_id: int,
-        success: pb.CommandProducerSuccess,
-        settings: _Settings,
+        settings: ProducerSettings,
+        opened: _Opened,
+        *,
+        initial_sequence_id: int,
+        skip_stored: bool,
     ) -> None:
         """Wrap a producer the broker has accepted; use :meth:`create` instead."""
         self.topic = topic
-        self._connection = connection
-        self._producer_id = producer_id
-        self._name = success.producer_name or settings.requested_name
-        self._last_sequence_id_from_broker = success.last_sequence_id
+        self._lookup = lookup
         self._settings = settings
-        self._next_sequence_id = settings.initial_sequence_id
-        self._stored_through = success.last_sequence_id if settings.skip_stored else -1
-        self._skipped = 0
+        self._connection = opened.connection
+        self._producer_id = opened.producer_id
+        self._name = opened.name
+        self._last_sequence_id_from_broker = opened.last_sequence_id
+        self._next_sequence_id = initial_sequence_id
+        self._window = SendWindow(
+            f"producer {self._name} on {topic}",
+            opened.last_sequence_id if skip_stored else -1,
+        )
+        self.reconnects = 0
         # Copies of settings the per-message path reads, one attribute lookup each.
         self._unbatched = not settings.batching
         self._batch_messages = settings.batch_max_messages
+        self._batch_delay = settings.batch_max_delay_ms / 1000.0
         # Both the size at which a batch is sent and the message size above which a message
         # travels alone: together they keep a batch below the maximum message size.
-        self._max_entry_size = max(connection.max_message_size - FRAME_PADDING, 1)
+        self._max_entry_size = max(opened.connection.max_message_size - FRAME_PADDING, 1)
         limit = max((self._max_entry_size - _METADATA_ROOM) // 2, 1)
         self._batch_bytes = min(settings.batch_max_bytes, limit)
         self._batch = BatchBuilder()
@@ -130,12 +140,10 @@ class Producer:
         self._outbox_messages = 0
         self._outbox_deadline = 0.0
         self._state = threading.Condition(threading.Lock())
-        self._in_flight: collections.deque[_InFlight] = collections.deque()
-        self._pending = 0
         self._waiting = False
         self._sent = 0
-        self._acknowledged = 0
         self._failure: PulsarSparkError | None = None
+        self._lost: PulsarSparkError | None = None  # the connection is gone: reconnect
         self._closed = False
 
     @classmethod
@@ -143,62 +151,33 @@ class Producer:
         cls,
         lookup: Lookup,
         topic: str,
+        settings: ProducerSettings | None = None,
         *,
-        producer_name: str | None = None,
+        name: str | None = None,
         initial_sequence_id: int = 0,
         skip_stored: bool = False,
-        codec: int = compression.NONE,
-        batching: bool = True,
-        batch_max_messages: int = 1000,
-        batch_max_bytes: int = 128 * 1024,
-        batch_max_delay_ms: int = 10,
-        max_pending_messages: int = 10000,
-        send_timeout: float = 30.0,
-        request_timeout: float = 30.0,
     ) -> Producer:
-        """Look ``topic`` up, open a producer on its broker and wait until it is ready.
+        """Look ``topic`` up, open a producer on its broker and wait until it is ready,
+        retrying as a reconnect does.
 
         ``topic`` is a full name and must not be the root of a partitioned topic (open each
-        ``-partition-N`` instead). ``producer_name`` should be stable across retries of the
-        same work for broker-side deduplication; without one the broker picks a name.
-        ``skip_stored`` leaves out the messages the broker reports as stored (see the module
-        docstring); it is for producers that number the same messages the same way each time.
+        ``-partition-N`` instead). ``name`` should be stable across retries of the same work
+        for broker-side deduplication; without one the broker picks a name. ``skip_stored``
+        leaves out the messages the broker reports as stored (see the module docstring); it
+        is for producers that number the same messages the same way each time.
         """
-        settings = _Settings(
-            requested_name=producer_name or "",
+        if initial_sequence_id < 0:
+            raise ValueError("initial_sequence_id must be >= 0")
+        opened = _open_retrying(lookup, topic, name)
+        producer = cls(
+            lookup,
+            topic,
+            settings or ProducerSettings(),
+            opened,
             initial_sequence_id=initial_sequence_id,
             skip_stored=skip_stored,
-            codec=codec,
-            batching=batching,
-            batch_max_messages=batch_max_messages,
-            batch_max_bytes=batch_max_bytes,
-            batch_max_delay=batch_max_delay_ms / 1000.0,
-            max_pending_messages=max_pending_messages,
-            send_timeout=send_timeout,
-            request_timeout=request_timeout,
         )
-        connection = lookup.connect_to_owner(topic)
-        producer_id = connection.new_id()
-        response = connection.request(
-            lambda rid: commands.producer(
-                topic=topic, producer_id=producer_id, request_id=rid, producer_name=producer_name
-            ),
-            what=f"create producer on {topic}",
-            timeout=request_timeout,
-        )
-        producer = cls(
-            connection,
-            topic=topic,
-            producer_id=producer_id,
-            success=response.producer_success,
-            settings=settings,
-        )
-        if not producer.name:
-            producer._release()
-            raise RemoteProtocolError(
-                f"the broker named no producer for {topic} and none was requested"
-            )
-        connection.register_producer(producer_id, producer)
+        opened.connection.register_producer(opened.producer_id, producer)
         return producer
 
     # --- properties ------------------------------------------------------------------------
@@ -210,7 +189,7 @@ class Producer:
 
     @property
     def producer_id(self) -> int:
-        """The id of this producer on its connection (in SEND, receipts and errors)."""
+        """The id of this producer on its current connection (in SEND, receipts, errors)."""
         return self._producer_id
 
     @property
@@ -231,12 +210,12 @@ class Producer:
     @property
     def messages_skipped(self) -> int:
         """Messages not sent because the broker had them already (``skip_stored``)."""
-        return self._skipped
+        return self._window.skipped
 
     @property
     def messages_acknowledged(self) -> int:
-        """Messages the broker has confirmed with a receipt."""
-        return self._acknowledged
+        """Messages the broker has confirmed with a receipt (or reported as stored)."""
+        return self._window.confirmed
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -245,11 +224,10 @@ class Producer:
 
         Blocks only while ``max_pending_messages`` messages are without a receipt.
         """
-        if self._failure is not None or self._closed:
-            self._raise_unusable()
+        self._check_usable()
         sequence_id = self._next_sequence_id
         self._next_sequence_id = sequence_id + 1
-        if self._stored(sequence_id, 1):
+        if self._window.stored(sequence_id, 1):
             return
         value = message.value
         if self._unbatched or (value is not None and len(value) > self._batch_bytes):
@@ -264,11 +242,10 @@ class Producer:
         """Queue every row of ``columns``, in order: the same as :meth:`send` for each row's
         message, with the batch records of many rows built at once.
         """
-        if self._failure is not None or self._closed:
-            self._raise_unusable()
+        self._check_usable()
         first = self._next_sequence_id
         self._next_sequence_id = first + len(columns)
-        stored = self._stored(first, len(columns))
+        stored = self._window.stored(first, len(columns))
         if stored:
             columns = columns.slice(stored, len(columns))
             first += stored
@@ -283,12 +260,10 @@ class Producer:
 
     def flush(self) -> None:
         """Send the open batch and wait until every message sent so far has its receipt."""
-        if self._failure is not None or self._closed:
-            self._raise_unusable()
+        self._check_usable()
         self._send_batch()
         self._push()
-        with self._state:
-            self._wait_for(lambda: not self._in_flight, "flush")
+        self._wait_for(lambda: not self._window, "flush")
 
     def close(self) -> None:
         """Flush, then close the producer on the broker. Raises if any message failed."""
@@ -322,28 +297,13 @@ class Producer:
     # --- ProducerHandler, called on the connection's reader thread --------------------------
 
     def on_receipt(self, receipt: pb.CommandSendReceipt) -> None:
+        highest = receipt.highest_sequence_id if receipt.HasField("highest_sequence_id") else None
         with self._state:
-            if not self._in_flight:
-                self._fail(
-                    RemoteProtocolError(
-                        f"producer {self._name} on {self.topic}: receipt for sequence id "
-                        f"{receipt.sequence_id} while no message is in flight"
-                    )
-                )
+            try:
+                self._window.confirm(receipt.sequence_id, highest)
+            except RemoteProtocolError as exc:
+                self._fail(exc)
                 return
-            sequence_id, highest, messages = self._in_flight[0]
-            if receipt.sequence_id != sequence_id or _highest_mismatch(receipt, highest):
-                self._fail(
-                    RemoteProtocolError(
-                        f"producer {self._name} on {self.topic}: receipt for sequence id "
-                        f"{_receipt_ids(receipt)} but the oldest SEND in flight has "
-                        f"{sequence_id}..{highest}"
-                    )
-                )
-                return
-            self._in_flight.popleft()
-            self._pending -= messages
-            self._acknowledged += messages
             if self._waiting:
                 self._state.notify_all()
 
@@ -358,21 +318,19 @@ class Producer:
 
     def on_closed(self, error: PulsarSparkError) -> None:
         with self._state:
-            failure = ConnectionClosedError(
-                f"producer {self._name} on {self.topic} lost its connection with "
-                f"{self._pending} message(s) without receipt: {error}"
-            )
-            failure.__cause__ = error
-            self._fail(failure)
+            if error.retriable:
+                self._lost = error  # the sending thread reconnects at its next step
+                self._state.notify_all()
+                return
+            self._fail(error)
 
     # --- internals -------------------------------------------------------------------------
 
-    def _stored(self, first_sequence_id: int, count: int) -> int:
-        """How many of ``count`` messages numbered from ``first_sequence_id`` the broker
-        already has (they come first); counts them as skipped."""
-        stored = min(max(self._stored_through - first_sequence_id + 1, 0), count)
-        self._skipped += stored
-        return stored
+    def _check_usable(self) -> None:
+        if self._failure is not None or self._closed:
+            self._raise_unusable()
+        if self._lost is not None:
+            self._reconnect()
 
     def _batch_rows(self, columns: MessageColumns, first_sequence_id: int) -> None:
         """Add ``columns`` to the open batch, sending each batch they fill."""
@@ -391,7 +349,7 @@ class Producer:
         """The time now, which starts the batch's delay if the batch is empty."""
         now = time.monotonic()
         if not self._batch.count:
-            self._batch_deadline = now + self._settings.batch_max_delay
+            self._batch_deadline = now + self._batch_delay
         return now
 
     def _send_batch_if_full(self, now: float) -> None:
@@ -415,16 +373,8 @@ class Producer:
                 producer_name=self._name, publish_time=_now_ms(), codec=self._settings.codec
             )
             self._check_fits(metadata, payload, f"batch of {count} messages")
-            frame = commands.send(
-                producer_id=self._producer_id,
-                sequence_id=first,
-                num_messages=count,
-                highest_sequence_id=first + count - 1,
-                is_chunk=False,
-                metadata=metadata,
-                payload=payload,
-            )
-            self._write(frame, (first, first + count - 1, count))
+            section = encode_payload_section(metadata, payload)
+            self._write(Sent(first, first + count - 1, count, count, False, section))
         except PulsarSparkError as exc:
             with self._state:
                 self._fail(exc)
@@ -443,16 +393,8 @@ class Producer:
         if metadata.ByteSize() + len(payload) > self._max_entry_size:
             self._send_chunks(metadata, value, payload, sequence_id)
             return
-        frame = commands.send(
-            producer_id=self._producer_id,
-            sequence_id=sequence_id,
-            num_messages=1,
-            highest_sequence_id=sequence_id,
-            is_chunk=False,
-            metadata=metadata,
-            payload=payload,
-        )
-        self._write(frame, (sequence_id, sequence_id, 1))
+        section = encode_payload_section(metadata, payload)
+        self._write(Sent(sequence_id, sequence_id, 1, 1, False, section))
 
     def _send_chunks(
         self, metadata: pb.MessageMetadata, value: bytes, compressed: bytes, sequence_id: int
@@ -466,16 +408,8 @@ class Producer:
         )
         for part, piece in pieces:
             last = part.chunk_id == part.num_chunks_from_msg - 1
-            frame = commands.send(
-                producer_id=self._producer_id,
-                sequence_id=sequence_id,
-                num_messages=1,
-                highest_sequence_id=sequence_id,
-                is_chunk=True,
-                metadata=part,
-                payload=piece,
-            )
-            self._write(frame, (sequence_id, sequence_id, 1 if last else 0))
+            section = encode_payload_section(part, piece)
+            self._write(Sent(sequence_id, sequence_id, 1 if last else 0, 1, True, section))
 
     def _check_fits(self, metadata: pb.MessageMetadata, payload: bytes, what: str) -> None:
         size = metadata.ByteSize() + len(payload)
@@ -485,23 +419,31 @@ class Producer:
                 f"{self._max_entry_size} bytes (keys or properties too large?)"
             )
 
-    def _write(self, frame: bytes, entry: _InFlight) -> None:
-        """Record ``entry`` in flight (waiting for room if needed) and queue ``frame``."""
-        messages = entry[2]
+    def _frame(self, sent: Sent) -> bytes:
+        return commands.send(
+            producer_id=self._producer_id,
+            sequence_id=sent.sequence_id,
+            num_messages=sent.num_messages,
+            highest_sequence_id=sent.highest_sequence_id,
+            is_chunk=sent.is_chunk,
+            section=sent.section,
+        )
+
+    def _write(self, sent: Sent) -> None:
+        """Record ``sent`` in flight (waiting for room if needed) and queue its frame."""
+        messages = sent.messages
         limit = self._settings.max_pending_messages
-        if self._outbox and self._pending + messages > limit:
+        window = self._window
+        if self._outbox and window.pending + messages > limit:
             self._push()  # the receipts to wait for are for frames still in the outbox
+        if window.pending and window.pending + messages > limit:
+            self._wait_for(lambda: not window.pending or window.pending + messages <= limit, "send")
         with self._state:
-            if self._pending and self._pending + messages > limit:
-                self._wait_for(
-                    lambda: not self._pending or self._pending + messages <= limit, "send"
-                )
-            self._in_flight.append(entry)
-            self._pending += messages
+            window.add(sent)
         if not self._outbox:
-            self._outbox_deadline = time.monotonic() + self._settings.batch_max_delay
-        self._outbox.append(frame)
-        self._outbox_size += len(frame)
+            self._outbox_deadline = time.monotonic() + self._batch_delay
+        self._outbox.append(self._frame(sent))
+        self._outbox_size += len(self._outbox[-1])
         self._outbox_messages += messages
         if (
             not self._unbatched
@@ -512,7 +454,8 @@ class Producer:
             self._push()
 
     def _push(self) -> None:
-        """Write the queued frames with one socket write; a failure loses them: sticky."""
+        """Write the queued frames with one socket write. A lost connection leads to a
+        reconnect that sends them again; any other failure is sticky."""
         frames, messages = self._outbox, self._outbox_messages
         if not frames:
             return
@@ -520,35 +463,85 @@ class Producer:
         try:
             self._connection.send(frames[0] if len(frames) == 1 else b"".join(frames))
         except PulsarSparkError as exc:
+            if not exc.retriable:
+                with self._state:
+                    self._fail(exc)
+                raise
             with self._state:
-                self._fail(exc)
-            raise
+                self._lost = self._lost or exc
+            self._reconnect()  # sends everything in the window again, these frames too
+            return
         self._sent += messages
 
     def _wait_for(self, ready: Callable[[], bool], what: str) -> None:
-        """Wait (holding ``_state``) until ``ready()``, the producer fails, or send_timeout."""
+        """Wait until ``ready()``, reconnecting if the connection is lost meanwhile; raise if
+        the producer fails or ``send_timeout`` passes."""
         timeout = self._settings.send_timeout
         deadline = time.monotonic() + timeout
-        self._waiting = True
-        try:
-            while not ready():
+        while True:
+            with self._state:
+                self._waiting = True
+                try:
+                    while not ready() and self._lost is None:
+                        if self._failure is not None:
+                            raise self._failure
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            self._fail(self._timeout_error(what, timeout))
+                            assert self._failure is not None
+                            raise self._failure
+                        self._state.wait(remaining)
+                finally:
+                    self._waiting = False
                 if self._failure is not None:
                     raise self._failure
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._fail(self._timeout_error(what, timeout))
-                    assert self._failure is not None
-                    raise self._failure
-                self._state.wait(remaining)
-        finally:
-            self._waiting = False
-        if self._failure is not None:
-            raise self._failure
+                if self._lost is None:
+                    return
+            self._reconnect()
+            deadline = time.monotonic() + timeout
+
+    def _reconnect(self) -> None:
+        """Create the producer again and send what has no receipt (see the module docstring);
+        a failure here is sticky."""
+        retrier = Retrier(
+            f"reconnecting producer {self._name} on {self.topic} with "
+            f"{self._window.pending} message(s) without receipt",
+            self._lookup.timeout,
+        )
+        log.warning("producer %s on %s: reconnecting after: %s", self._name, self.topic, self._lost)
+        while True:
+            self._connection.unregister_producer(self._producer_id)
+            self._outbox, self._outbox_size, self._outbox_messages = [], 0, 0
+            try:
+                self._resend(_open(self._lookup, self.topic, self._name))
+            except PulsarSparkError as exc:
+                with self._state:
+                    self._lost = exc
+                try:
+                    retrier.failed(exc)
+                except PulsarSparkError as final:
+                    with self._state:
+                        self._fail(final)
+                    raise
+                continue
+            self.reconnects += 1
+            return
+
+    def _resend(self, opened: _Opened) -> None:
+        """Switch to the new producer and send again what the broker does not have."""
+        with self._state:
+            resend = self._window.resend_after(opened.last_sequence_id)
+            self._connection, self._producer_id = opened.connection, opened.producer_id
+            self._lost = None
+        opened.connection.register_producer(opened.producer_id, self)
+        if resend:
+            opened.connection.send(b"".join(self._frame(sent) for sent in resend))
+            self._sent += sum(sent.messages for sent in resend)
 
     def _timeout_error(self, what: str, timeout: float) -> RequestTimeoutError:
         return RequestTimeoutError(
-            f"{what} on producer {self._name} for {self.topic}: {self._pending} message(s) "
-            f"still without a receipt from broker {self._connection.address} after "
+            f"{what} on producer {self._name} for {self.topic}: {self._window.pending} "
+            f"message(s) still without a receipt from broker {self._connection.address} after "
             f"{timeout:g}s (send_timeout)"
         )
 
@@ -572,7 +565,7 @@ class Producer:
                         producer_id=self._producer_id, request_id=rid
                     ),
                     what=f"close producer {self._name} on {self.topic}",
-                    timeout=self._settings.request_timeout,
+                    timeout=self._lookup.timeout,
                 )
         except PulsarSparkError as exc:
             if not quiet:
@@ -582,49 +575,41 @@ class Producer:
             self._connection.unregister_producer(self._producer_id)
 
 
-@dataclass(frozen=True, slots=True)
-class _Settings:
-    """The options of :meth:`Producer.create`, validated."""
+class _Opened:
+    """A producer the broker accepted: where, under which id and name, and what it stored."""
 
-    requested_name: str
-    initial_sequence_id: int
-    skip_stored: bool
-    codec: int
-    batching: bool
-    batch_max_messages: int
-    batch_max_bytes: int
-    batch_max_delay: float  # seconds
-    max_pending_messages: int
-    send_timeout: float
-    request_timeout: float
-
-    def __post_init__(self) -> None:
-        _require(self.initial_sequence_id >= 0, "initial_sequence_id must be >= 0")
-        _require(self.codec in compression.CODEC_NAMES.values(), "unknown compression code")
-        _require(self.batch_max_messages >= 1, "batch_max_messages must be >= 1")
-        _require(self.batch_max_bytes >= 1, "batch_max_bytes must be >= 1")
-        _require(self.batch_max_delay >= 0, "batch_max_delay_ms must be >= 0")
-        _require(self.max_pending_messages >= 1, "max_pending_messages must be >= 1")
-        _require(self.send_timeout > 0, "send_timeout must be > 0")
-        _require(self.request_timeout > 0, "request_timeout must be > 0")
+    def __init__(self, connection: Connection, producer_id: int, name: str, last: int) -> None:
+        self.connection = connection
+        self.producer_id = producer_id
+        self.name = name
+        self.last_sequence_id = last
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ConfigurationError(f"invalid producer option: {message}")
+def _open(lookup: Lookup, topic: str, name: str | None) -> _Opened:
+    connection = lookup.connect_to_owner(topic)
+    producer_id = connection.new_id()
+    success = connection.request(
+        lambda rid: commands.producer(
+            topic=topic, producer_id=producer_id, request_id=rid, producer_name=name
+        ),
+        what=f"create producer on {topic}",
+        timeout=lookup.timeout,
+    ).producer_success
+    confirmed = success.producer_name or name
+    if not confirmed:
+        raise RemoteProtocolError(
+            f"the broker named no producer for {topic} and none was requested"
+        )
+    return _Opened(connection, producer_id, confirmed, success.last_sequence_id)
 
 
-def _highest_mismatch(receipt: pb.CommandSendReceipt, highest: int) -> bool:
-    """Whether the receipt names a different last sequence id (brokers may leave it unset)."""
-    return receipt.highest_sequence_id not in (0, highest) and receipt.HasField(
-        "highest_sequence_id"
-    )
-
-
-def _receipt_ids(receipt: pb.CommandSendReceipt) -> str:
-    if receipt.HasField("highest_sequence_id"):
-        return f"{receipt.sequence_id}..{receipt.highest_sequence_id}"
-    return str(receipt.sequence_id)
+def _open_retrying(lookup: Lookup, topic: str, name: str | None) -> _Opened:
+    retrier = Retrier(f"creating producer {name or '(unnamed)'} on {topic}", lookup.timeout)
+    while True:
+        try:
+            return _open(lookup, topic, name)
+        except PulsarSparkError as exc:
+            retrier.failed(exc)
 
 
 def _now_ms() -> int:

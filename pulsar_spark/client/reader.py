@@ -23,6 +23,11 @@ to ``max_nudge_interval``, so a quiet broker is not flooded with permits. If not
 for ``poll_timeout``, it raises: a range that cannot be completed is an error, never a silently
 short result.
 
+A lost connection or a broker closing the consumer (an unload, a restart) does not end the
+read: the reader looks the partition up again and subscribes at the last entry it handled,
+with growing pauses (:mod:`pulsar_spark.client.retry`), until
+``pulsar.client.operationTimeoutMs`` passes without a new entry.
+
 Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
 entry). A chunked message is delivered once its last chunk arrives, with that chunk's id, by
 the range its first chunk lies in: a range that ends inside one reads on to its last chunk,
@@ -48,7 +53,13 @@ import numpy as np
 
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import RequestTimeoutError
+from pulsar_spark.client.retry import Retrier
+from pulsar_spark.errors import (
+    PollTimeoutError,
+    PulsarConnectionError,
+    RequestTimeoutError,
+    ServerError,
+)
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
@@ -121,6 +132,7 @@ class RangeReader:
         self.on_start_gone = on_start_gone
         self.duplicates_dropped = 0
         self.nudges = 0
+        self.reconnects = 0
 
     def __iter__(self) -> Iterator[MessageColumns]:
         assembler = ChunkAssembler()
@@ -147,36 +159,52 @@ class RangeReader:
         """Every entry of the range once, in order, undecoded.
 
         After the end entry, reading goes on only while ``pending_chunks()`` says a chunked
-        message that started inside the range is still incomplete.
+        message that started inside the range is still incomplete. A lost connection, or the
+        broker closing the consumer (the topic moving to another broker), is ridden through:
+        the reader looks the partition up again and subscribes at the last entry it handled
+        (which, delivered again, is dropped as a duplicate), until the request timeout passes
+        without a new entry.
         """
         if _is_empty(self.range):
             return
-        with Consumer(
-            self.lookup,
-            self.range.topic,
-            _subscribe_position(self.range.start),
-            timeout=self.settings.request_timeout,
-        ) as consumer:
-            yield from self._entries(consumer, pending_chunks)
+        retrier = Retrier(f"reading {self.range.topic}", self.settings.request_timeout)
+        progress = _Progress()
+        while True:
+            try:
+                with Consumer(
+                    self.lookup,
+                    self.range.topic,
+                    progress.resume_at(self.range.start),
+                    timeout=self.settings.request_timeout,
+                ) as consumer:
+                    for raw in self._entries(consumer, pending_chunks, progress):
+                        retrier.progressed()
+                        yield raw
+            except (PulsarConnectionError, ServerError, RequestTimeoutError) as exc:
+                retrier.failed(exc)
+                self.reconnects += 1
+            else:
+                return
 
     def _entries(
-        self, consumer: Consumer, pending_chunks: Callable[[], bool]
+        self, consumer: Consumer, pending_chunks: Callable[[], bool], progress: _Progress
     ) -> Iterator[RawEntry]:
         window = self.settings.queue_size
         consumer.flow(window)
         consumed = 0
-        last: tuple[int, int] | None = None
         idle_since = time.monotonic()
         wait = self.settings.nudge_interval
-        ended_at: float | None = None  # when the end entry was passed
-        while ended_at is None or pending_chunks():
-            if ended_at is not None and time.monotonic() - ended_at >= self.settings.poll_timeout:
+        while progress.ended_at is None or pending_chunks():
+            if (
+                progress.ended_at is not None
+                and time.monotonic() - progress.ended_at >= self.settings.poll_timeout
+            ):
                 log.warning("%s: dropping an incomplete chunked message", self.range.topic)
                 return
             delivery = consumer.receive(wait)
             if delivery is None:
-                if ended_at is None:
-                    self._on_idle(consumer, idle_since, last)
+                if progress.ended_at is None:
+                    self._on_idle(idle_since, progress.last)
                 consumer.flow(1)
                 wait = min(wait * 2, self.settings.max_nudge_interval)
                 continue
@@ -190,21 +218,22 @@ class RangeReader:
                     MessageId(*raw.entry, partition=raw.message.message_id.partition)
                 )
                 consumed = 0
+            last = progress.last
             if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
                 continue
             if last is None and self.on_start_gone and _start_gone(self.range.start, raw.entry):
                 self.on_start_gone(MessageId(*raw.entry, -1, raw.message.message_id.partition))
-            last = raw.entry
-            if ended_at is None and _past_end(last, self.range):
-                ended_at = time.monotonic()
+            progress.handled(raw)
+            if progress.ended_at is None and _past_end(raw.entry, self.range):
+                progress.ended_at = time.monotonic()
             yield raw
             idle_since = time.monotonic()  # time the caller spent is not the broker's silence
 
-    def _on_idle(self, consumer: Consumer, idle_since: float, last: tuple[int, int] | None) -> None:
+    def _on_idle(self, idle_since: float, last: tuple[int, int] | None) -> None:
         idle = time.monotonic() - idle_since
         if idle >= self.settings.poll_timeout:
-            raise RequestTimeoutError(
+            raise PollTimeoutError(
                 f"reading {self.range.topic}: no message for {idle:.0f}s before reaching the end "
                 f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
             )
@@ -229,30 +258,37 @@ class RangeReader:
         return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
 
 
-# Positions as comparable keys (ledger, entry, batch index). A batch index of -1 on a bound
-# means "the whole entry", so it widens to the entry's edge on that side.
-_WHOLE_ENTRY = 1 << 31
+class _Progress:
+    """How far a read got, across reconnects: the last entry handled and when the end was
+    passed."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int] | None = None
+        self.partition = -1
+        self.ended_at: float | None = None
+
+    def handled(self, raw: RawEntry) -> None:
+        self.last = raw.entry
+        self.partition = raw.message.message_id.partition
+
+    def resume_at(self, start: MessageId) -> MessageId:
+        """Where to subscribe: the start, or again at the last entry handled."""
+        if self.last is None:
+            return _subscribe_position(start)
+        return MessageId(*self.last, -1, self.partition)
+
+
 Key = tuple[int, int, int]
 
 
 def _first_key(read_range: ReadRange) -> Key:
     start = read_range.start
-    if read_range.start_inclusive:
-        return (start.ledger_id, start.entry_id, -1 if start.batch_index < 0 else start.batch_index)
-    after = _WHOLE_ENTRY + 1 if start.batch_index < 0 else start.batch_index + 1
-    return (start.ledger_id, start.entry_id, after)
+    return start.first_key() if read_range.start_inclusive else start.key_after()
 
 
 def _last_key(read_range: ReadRange) -> Key:
     end = read_range.end
-    if read_range.end_inclusive:
-        return (
-            end.ledger_id,
-            end.entry_id,
-            _WHOLE_ENTRY if end.batch_index < 0 else end.batch_index,
-        )
-    before = -2 if end.batch_index < 0 else end.batch_index - 1
-    return (end.ledger_id, end.entry_id, before)
+    return end.last_key() if read_range.end_inclusive else end.key_before()
 
 
 def _subscribe_position(start: MessageId) -> MessageId:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import NO_AUTH, Authentication
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol import compression
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +58,29 @@ class ClientSettings:
     @property
     def connection_timeout(self) -> float:
         return self.connection.connect_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """How a producer batches, compresses and waits; validated when made."""
+
+    codec: int = compression.NONE
+    batching: bool = True
+    batch_max_messages: int = 1000
+    batch_max_bytes: int = 128 * 1024
+    batch_max_delay_ms: int = 10
+    max_pending_messages: int = 10_000
+    send_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.codec in compression.CODEC_NAMES.values(), "unknown compression code"),
+            (self.batch_max_messages >= 1, "batch_max_messages must be >= 1"),
+            (self.batch_max_bytes >= 1, "batch_max_bytes must be >= 1"),
+            (self.batch_max_delay_ms >= 0, "batch_max_delay_ms must be >= 0"),
+            (self.max_pending_messages >= 1, "max_pending_messages must be >= 1"),
+            (self.send_timeout > 0, "send_timeout must be > 0"),
+        )
+        for ok, problem in checks:
+            if not ok:
+                raise ConfigurationError(f"invalid producer option: {problem}")

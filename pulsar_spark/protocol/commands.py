@@ -10,7 +10,6 @@ from pulsar_spark._version import __version__
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command, encode_payload_frame
-from pulsar_spark.protocol.payload import encode_payload_section
 
 Type = pb.BaseCommand.Type
 
@@ -199,10 +198,10 @@ def send(
     num_messages: int,
     highest_sequence_id: int,
     is_chunk: bool,
-    metadata: pb.MessageMetadata,
-    payload: bytes,
+    section: bytes,
 ) -> bytes:
-    """A SEND frame: the command plus a checksummed payload section."""
+    """A SEND frame: the command plus a checksummed payload section (see
+    :func:`~pulsar_spark.protocol.payload.encode_payload_section`)."""
     command = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
     if num_messages > 1:
         command.num_messages = num_messages
@@ -211,4 +210,4 @@ def send(
     if is_chunk:
         command.is_chunk = True
     base = pb.BaseCommand(type=Type.SEND, send=command)
-    return encode_payload_frame(base, encode_payload_section(metadata, payload))
+    return encode_payload_frame(base, section)

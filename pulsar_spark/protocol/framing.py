@@ -27,7 +27,6 @@ from google.protobuf.message import DecodeError
 
 from pulsar_spark.errors import (
     FrameTooLargeError,
-    LocalProtocolError,
     RemoteProtocolError,
     TruncatedFrameError,
 )
@@ -139,12 +138,3 @@ def decode_frame_body(body: bytes) -> Frame:
     rest = len(body) - 4 - command_size
     payload = memoryview(body)[4 + command_size :] if rest else None
     return Frame(command, payload)
-
-
-def ensure_fits(frame: bytes, max_frame_size: int) -> bytes:
-    """Refuse to send a frame the peer would reject for its size."""
-    if len(frame) - 4 > max_frame_size:
-        raise LocalProtocolError(
-            f"frame of {len(frame) - 4} bytes exceeds the maximum frame size {max_frame_size}"
-        )
-    return frame

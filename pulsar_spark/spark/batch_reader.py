@@ -27,8 +27,13 @@ class PulsarBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         lookup = make_lookup(self.options.client)
-        reads = [self._plan(lookup, ref) for ref in resolve_partitions(lookup, self.options.topics)]
-        return [r for r in reads if r is not None]
+
+        def plan() -> list[PartitionRead]:
+            refs = resolve_partitions(lookup, self.options.topics)
+            reads = [self._plan(lookup, ref) for ref in refs]
+            return [r for r in reads if r is not None]
+
+        return lookup.retrying(plan, "planning the read (partitions and last message ids)")
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, PartitionRead):

@@ -15,7 +15,6 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
-from pulsar_spark.spark.offsets import position_key
 
 # An entry being handed out: its id, the batch indexes not yet taken, and whether those run
 # to the entry's last message. Indexes are a ``range`` (slicing one is O(1)); ``range(-1, 0)``
@@ -66,8 +65,8 @@ class MessageCounter:
         subscribing again."""
         return (
             not self.exhausted
-            and position_key(self.position) == position_key(start)
-            and position_key(self._last) == position_key(last)
+            and self.position.last_key() == start.last_key()
+            and self._last.last_key() == last.last_key()
         )
 
     def close(self) -> None:
@@ -94,9 +93,9 @@ class MessageCounter:
         if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
             return range(0)
         ledger, entry = raw.entry
-        low, high = position_key(self.position), position_key(self._last)
+        low, high = self.position.last_key(), self._last.last_key()
         if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
-            whole = position_key(MessageId(ledger, entry))
+            whole = MessageId(ledger, entry).last_key()
             return range(-1, 0) if low < whole <= high else range(0)
         return _index_range((ledger, entry), raw.message_count, low, high)
 

@@ -64,15 +64,6 @@ def consumed_before(first: MessageId) -> MessageId:
     return MessageId(first.ledger_id, first.entry_id - 1, -1, first.partition)
 
 
-_WHOLE_ENTRY = 1 << 31
-
-
-def position_key(position: MessageId) -> tuple[int, int, int]:
-    """Order positions as bounds: batch index -1 covers its whole entry."""
-    batch = _WHOLE_ENTRY if position.batch_index < 0 else position.batch_index
-    return (position.ledger_id, position.entry_id, batch)
-
-
 def has_messages_after(start: MessageId, last: MessageId | None) -> bool:
     """Whether a partition whose last message is ``last`` holds anything after ``start``.
 
@@ -80,4 +71,4 @@ def has_messages_after(start: MessageId, last: MessageId | None) -> bool:
     """
     if last is None or last.is_earliest:
         return False
-    return start.is_earliest or position_key(last) > position_key(start)
+    return start.is_earliest or last.last_key() > start.last_key()

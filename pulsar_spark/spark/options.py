@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
-from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
@@ -272,17 +272,6 @@ PRODUCER_WITHOUT_EFFECT = tuple(
         "topicName",
     )
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerSettings:
-    codec: int
-    batching: bool
-    batch_max_messages: int
-    batch_max_bytes: int
-    batch_max_delay_ms: int
-    max_pending_messages: int
-    send_timeout: float
 
 
 @dataclass(frozen=True, slots=True)

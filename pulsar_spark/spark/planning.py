@@ -29,12 +29,7 @@ class PartitionRef:
 
     topic: str  # fully qualified, without -partition-N
     partition: int  # -1 for a non-partitioned topic
-    name: str  # the topic to subscribe to
-
-    @property
-    def key(self) -> str:
-        """The name offsets use for this partition."""
-        return self.name
+    name: str  # the topic to subscribe to (and the name offsets use)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ is left of its range.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -34,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
-from pulsar_spark.errors import DataLossError, PulsarConnectionError
+from pulsar_spark.errors import DataLossError, PulsarSparkError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import MessageCounter, limit_ends
 from pulsar_spark.spark.offsets import (
@@ -42,7 +41,6 @@ from pulsar_spark.spark.offsets import (
     PulsarOffset,
     consumed_before,
     has_messages_after,
-    position_key,
 )
 from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import (
@@ -57,8 +55,7 @@ from pulsar_spark.spark.reading import read_partition
 
 log = logging.getLogger(__name__)
 
-_RETRY_PAUSE = 0.1  # seconds before the first retry of a lost connection; doubles up to:
-_MAX_RETRY_PAUSE = 2.0
+T = TypeVar("T")
 
 
 class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -87,44 +84,41 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         the range of the first ``latestOffset``, the second that of its micro-batch), and a
         ``latest`` that moved in between would skip the messages published meanwhile."""
         if self._initial is None:
-            lookup = self._connect()
-            spec = self.options.starting
-            positions = {}
-            for ref in self._discover(lookup):
-                positions[ref.name] = self._initial_position(lookup, ref, spec)
-            self._initial = PulsarOffset(positions).to_json()
+            self._initial = self._retrying(self._resolve_initial, "finding the start offsets")
         return self._initial
+
+    def _resolve_initial(self) -> dict[str, Any]:
+        lookup = self._connect()
+        spec = self.options.starting
+        positions = {}
+        for ref in self._discover(lookup):
+            positions[ref.name] = self._initial_position(lookup, ref, spec)
+        return PulsarOffset(positions).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        lookup = self._connect()
-        self._available_now = {
-            ref.name: last_message_id(lookup, ref) for ref in self._discover(lookup)
-        }
+        def last_ids() -> dict[str, MessageId | None]:
+            lookup = self._connect()
+            return {ref.name: last_message_id(lookup, ref) for ref in self._discover(lookup)}
+
+        self._available_now = self._retrying(last_ids, "finding where AvailableNow stops")
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. A lost broker connection (a broker restarting,
-        say) is retried, with growing pauses, for up to ``pulsar.client.connectionTimeoutMs``."""
-        deadline: float | None = None
-        pause = _RETRY_PAUSE
-        while True:
+        say) is retried, with growing pauses, for up to ``pulsar.client.operationTimeoutMs``
+        without progress, so a restart between micro-batches fails no batch."""
+
+        def attempt() -> dict[str, Any]:
             try:
                 return self._latest_offset(start, limit)
-            except PulsarConnectionError as exc:
-                if not exc.retriable:  # a TLS handshake that failed fails again
-                    raise
+            except PulsarSparkError:
                 self._close_counters({})
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.options.client.connection_timeout
-                if now >= deadline:
-                    raise
-                log.warning("retrying in %.2fs after a lost connection: %s", pause, exc)
-                time.sleep(pause)
-                pause = min(pause * 2, _MAX_RETRY_PAUSE)
+                raise
+
+        return self._retrying(attempt, "finding the end of the next micro-batch")
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return self._latest
@@ -173,6 +167,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition, start_gone)
 
     # --- helpers ---------------------------------------------------------------------------
+
+    def _retrying(self, operation: Callable[[], T], what: str) -> T:
+        return self._connect().retrying(operation, what)
 
     def _connect(self) -> Lookup:
         if self._lookup is None:
@@ -324,7 +321,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _beyond(first: MessageId, last: MessageId | None) -> bool:
     """Whether a partition ending at ``last`` (None: empty) ends before position ``first``."""
-    return last is None or position_key(last) < position_key(first)
+    return last is None or last.last_key() < first.last_key()
 
 
 def _ref_from_name(name: str) -> PartitionRef:

@@ -192,7 +192,9 @@ class _TaskWriter:
     def _partition_count(self, topic: str) -> int:
         count = self._partitions.get(topic)
         if count is None:
-            count = self._partitions[topic] = self.lookup.partitions(topic)
+            count = self._partitions[topic] = self.lookup.retrying(
+                lambda: self.lookup.partitions(topic), f"looking up the partitions of {topic}"
+            )
             self._round_robin[topic] = RoundRobin(count, start=self.task)
         return count
 
@@ -200,20 +202,12 @@ class _TaskWriter:
         producer = self._producers.get((topic, partition))
         if producer is None:
             target = TopicName.parse(topic).partition(partition) if partitions else topic
-            settings = self.options.producer
             producer = self._producers[(topic, partition)] = Producer.create(
                 self.lookup,
                 target,
-                producer_name=f"{self.name_prefix}-{max(partition, 0)}",
+                self.options.producer,
+                name=f"{self.name_prefix}-{max(partition, 0)}",
                 skip_stored=True,
-                codec=settings.codec,
-                batching=settings.batching,
-                batch_max_messages=settings.batch_max_messages,
-                batch_max_bytes=settings.batch_max_bytes,
-                batch_max_delay_ms=settings.batch_max_delay_ms,
-                max_pending_messages=settings.max_pending_messages,
-                send_timeout=settings.send_timeout,
-                request_timeout=self.lookup.timeout,
             )
             self._open.push(producer)
         return producer

@@ -14,30 +14,30 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import official_client
 import pulsar
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, unix_micros
+from support.official import COMPRESSION
+from support.topics import full, partition_of
 
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-NS = "persistent://public/default/"
 SCHEMA = (
     "struct<key:binary,value:binary,topic:string,partition:int,"
     "messageId:struct<ledgerId:bigint,entryId:bigint,batchIndex:int>,"
     "publishTime:timestamp,eventTime:timestamp,properties:map<string,string>,"
     "producerName:string,sequenceId:bigint,replicatedFrom:string>"
 )
-CODECS = official_client.COMPRESSION
+CODECS = COMPRESSION
 Row = dict[str, Any]
 
 
@@ -50,25 +50,6 @@ class Msg:
     key: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     event_time: int | None = None  # ms
-
-
-def full(topic: str) -> str:
-    return topic if "://" in topic else NS + topic
-
-
-def partition_of(topic: str, index: int) -> str:
-    return f"{full(topic)}-partition-{index}"
-
-
-@pytest.fixture(scope="module")
-def client(broker: LocalBroker) -> Iterator[Any]:
-    official = pulsar.Client(
-        broker.service_url,
-        operation_timeout_seconds=15,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
-    yield official
-    official.close()
 
 
 def publish(

@@ -30,16 +30,17 @@ from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.producer import Producer
+from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import (
     ConfigurationError,
-    ConnectionClosedError,
     LocalProtocolError,
     PersistenceError,
     PulsarConnectionError,
     RemoteProtocolError,
     RequestTimeoutError,
+    RetriesExhaustedError,
 )
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.encode import Blobs, MessageColumns, OutgoingMessage, routing_key
@@ -54,23 +55,7 @@ QUIET_MS = 300  # how long "no further message" is waited for
 CODECS = compression.CODEC_NAMES
 
 
-# --- fixtures and helpers --------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def lookup(broker: LocalBroker) -> Iterator[Lookup]:
-    pool = ConnectionPool()
-    yield Lookup(settings_for(broker.service_url, timeout=10.0), pool)
-    pool.close()
-
-
-@pytest.fixture(scope="module")
-def client(broker: LocalBroker) -> Iterator[pulsar.Client]:
-    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    official = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=logger)
-    yield official
-    with contextlib.suppress(pulsar.AlreadyClosed):
-        official.close()
+# --- helpers --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -225,11 +210,10 @@ def test_official_reader_sees_every_field(
     with Producer.create(
         lookup,
         topic,
-        producer_name=f"interop-{topic_name}",
-        codec=codec,
-        batching=batching,
-        batch_max_messages=25,
-        batch_max_delay_ms=60_000,
+        ProducerSettings(
+            codec=codec, batching=batching, batch_max_messages=25, batch_max_delay_ms=60_000
+        ),
+        name=f"interop-{topic_name}",
     ) as producer:
         for message in messages:
             producer.send(message)
@@ -253,7 +237,11 @@ def test_official_reader_sees_every_field(
 def test_sequence_ids_and_batch_metadata_on_the_wire(lookup: Lookup, topic_name: str) -> None:
     topic = full_topic_name(topic_name)
     with Producer.create(
-        lookup, topic, producer_name="seq-writer", initial_sequence_id=1000, batch_max_messages=4
+        lookup,
+        topic,
+        ProducerSettings(batch_max_messages=4),
+        name="seq-writer",
+        initial_sequence_id=1000,
     ) as producer:
         for i in range(10):
             producer.send(OutgoingMessage(b"m%d" % i, key="first" if i % 4 == 0 else None))
@@ -273,7 +261,7 @@ def test_sequence_ids_and_batch_metadata_on_the_wire(lookup: Lookup, topic_name:
 def test_unbatched_sequence_ids_on_the_wire(lookup: Lookup, topic_name: str) -> None:
     topic = full_topic_name(topic_name)
     with Producer.create(
-        lookup, topic, producer_name="seq-single", initial_sequence_id=7, batching=False
+        lookup, topic, ProducerSettings(batching=False), name="seq-single", initial_sequence_id=7
     ) as producer:
         for i in range(5):
             producer.send(OutgoingMessage(b"m%d" % i))
@@ -325,7 +313,9 @@ def test_chunked_message_read_from_backlog(
         OutgoingMessage(big, key="big-key", properties=(("size", "8MiB"),), event_time=42),
         OutgoingMessage(b"after"),
     ]
-    with Producer.create(lookup, topic, producer_name="chunker", codec=compression.LZ4) as p:
+    with Producer.create(
+        lookup, topic, ProducerSettings(codec=compression.LZ4), name="chunker"
+    ) as p:
         for message in messages:
             p.send(message)
         p.flush()
@@ -352,7 +342,9 @@ def test_compressible_message_above_the_limit_is_not_chunked(
 ) -> None:
     topic = full_topic_name(topic_name)
     value = b"compressible " * 1_000_000  # 13 MB, a few KB once compressed
-    with Producer.create(lookup, topic, codec=compression.ZSTD, batching=False) as producer:
+    with Producer.create(
+        lookup, topic, ProducerSettings(codec=compression.ZSTD, batching=False)
+    ) as producer:
         producer.send(OutgoingMessage(value))
         producer.send(OutgoingMessage(b"next"))
     first, second = read_exactly(client, topic, 2)
@@ -378,7 +370,7 @@ def test_publish_to_each_partition(
     for partition, messages in by_partition.items():
         assert messages, "the keys should reach every partition"
         name = f"part-writer-{partition}"
-        with Producer.create(lookup, f"{base}-partition-{partition}", producer_name=name) as p:
+        with Producer.create(lookup, f"{base}-partition-{partition}", name=name) as p:
             for message in messages:
                 p.send(message)
     for partition, messages in by_partition.items():
@@ -388,18 +380,25 @@ def test_publish_to_each_partition(
             assert got.partition == partition
 
 
-def test_producer_on_partitioned_root_fails_fast(broker: LocalBroker) -> None:
-    # pulsar-lite answers with a closed connection rather than an error.
+def test_producer_on_partitioned_root_fails_within_the_operation_timeout(
+    broker: LocalBroker,
+) -> None:
+    """pulsar-lite answers with a closed connection rather than an error (Apache Pulsar
+    refuses with an error that is not retried), which is retried like any lost connection
+    until the operation timeout (2 s here)."""
     pool = ConnectionPool()
     try:
         started = time.monotonic()
-        with pytest.raises(PulsarConnectionError):
+        with pytest.raises(RetriesExhaustedError) as info:
             Producer.create(
-                Lookup(settings_for(broker.service_url), pool),
+                Lookup(settings_for(broker.service_url, timeout=2.0), pool),
                 full_topic_name("part2"),
-                request_timeout=5,
             )
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 2.0 + 2.0 + 1.0
+        assert str(info.value).startswith(
+            "creating producer (unnamed) on persistent://public/default/part2: gave up after "
+        )
+        assert isinstance(info.value.__cause__, PulsarConnectionError)
     finally:
         pool.close()
 
@@ -419,28 +418,36 @@ def test_closed_producer_refuses_to_send(lookup: Lookup, topic_name: str) -> Non
 
 def test_invalid_options_are_rejected(lookup: Lookup, topic_name: str) -> None:
     with pytest.raises(ConfigurationError):
-        Producer.create(lookup, full_topic_name(topic_name), batch_max_messages=0)
+        Producer.create(lookup, full_topic_name(topic_name), ProducerSettings(batch_max_messages=0))
     with pytest.raises(ConfigurationError):
-        Producer.create(lookup, full_topic_name(topic_name), codec=99)
+        Producer.create(lookup, full_topic_name(topic_name), ProducerSettings(codec=99))
 
 
-def test_producer_fails_when_the_broker_goes_away() -> None:
+def test_producer_gives_up_when_the_broker_stays_away() -> None:
+    """A producer whose broker is gone retries for the operation timeout (2 s here), then
+    fails, saying what it tried; the failure is sticky and close does not hang either."""
     own = LocalBroker.start()
     pool = ConnectionPool()
     try:
-        producer = Producer.create(
-            Lookup(settings_for(own.service_url), pool), full_topic_name("doomed")
-        )
+        lookup = Lookup(settings_for(own.service_url, timeout=2.0, connect_timeout=1.0), pool)
+        producer = Producer.create(lookup, full_topic_name("doomed"))
         producer.send(OutgoingMessage(b"before"))
         producer.flush()
         own.stop()
         started = time.monotonic()
-        with pytest.raises(PulsarConnectionError):
+        with pytest.raises(RetriesExhaustedError) as info:
             producer.send(OutgoingMessage(b"after"))
             producer.flush()
-        assert time.monotonic() - started < 10
-        with pytest.raises(PulsarConnectionError):
-            producer.close()  # the failure is sticky; close does not hang either
+        assert time.monotonic() - started < 2.0 + 2.0 + 2.0  # the limit, one pause, a connect
+        message = str(info.value)
+        assert message.startswith("reconnecting producer ")
+        # the lost connection was noticed before "after" was sent: nothing was in flight
+        assert " on persistent://public/default/doomed with 0 message(s) without receipt: " in (
+            message
+        )
+        assert isinstance(info.value.__cause__, PulsarConnectionError)
+        with pytest.raises(RetriesExhaustedError):
+            producer.close()
     finally:
         own.stop()
         pool.close()
@@ -474,7 +481,9 @@ def test_flush_times_out_without_receipts(
     proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(
-        proxied_lookup, full_topic_name(topic_name), batching=False, send_timeout=1.0
+        proxied_lookup,
+        full_topic_name(topic_name),
+        ProducerSettings(batching=False, send_timeout=1.0),
     )
     producer.send(OutgoingMessage(b"receipted"))
     producer.flush()
@@ -500,9 +509,7 @@ def _five_unanswered(
     producer = Producer.create(
         lookup,
         full_topic_name(topic_name),
-        batching=False,
-        max_pending_messages=5,
-        send_timeout=send_timeout,
+        ProducerSettings(batching=False, max_pending_messages=5, send_timeout=send_timeout),
     )
     proxy.hold()
     for i in range(5):
@@ -539,28 +546,33 @@ def test_blocked_send_resumes_when_receipts_arrive(
     assert producer.messages_acknowledged == 6
 
 
-def test_connection_loss_fails_a_waiting_flush(
+def test_connection_loss_without_a_broker_to_return_to_fails_a_waiting_flush(
     proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
     producer = Producer.create(
-        proxied_lookup, full_topic_name(topic_name), batching=False, send_timeout=30.0
+        proxied_lookup,
+        full_topic_name(topic_name),
+        ProducerSettings(batching=False, send_timeout=30.0),
     )
     proxy.hold()
     for i in range(3):
         producer.send(OutgoingMessage(b"m%d" % i))
     threading.Timer(0.3, proxy.close).start()
     started = time.monotonic()
-    with pytest.raises(ConnectionClosedError, match="3 message"):
+    with pytest.raises(RetriesExhaustedError, match=r"with 3 message\(s\) without receipt"):
         producer.flush()
-    assert time.monotonic() - started < 5  # the connection's failure, not send_timeout
-    with pytest.raises(ConnectionClosedError):
+    # the reconnect's limit (the lookup's 5 s) and one pause, not send_timeout
+    assert time.monotonic() - started < 5 + 2 + 1
+    with pytest.raises(RetriesExhaustedError):
         producer.close()
 
 
 def test_send_error_from_the_broker_fails_the_producer(
     proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
-    producer = Producer.create(proxied_lookup, full_topic_name(topic_name), batching=False)
+    producer = Producer.create(
+        proxied_lookup, full_topic_name(topic_name), ProducerSettings(batching=False)
+    )
     producer.send(OutgoingMessage(b"fine"))
     producer.flush()
     error = pb.CommandSendError(
@@ -582,7 +594,9 @@ def test_send_error_from_the_broker_fails_the_producer(
 def test_receipt_out_of_order_is_a_protocol_error(
     proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
-    producer = Producer.create(proxied_lookup, full_topic_name(topic_name), batching=False)
+    producer = Producer.create(
+        proxied_lookup, full_topic_name(topic_name), ProducerSettings(batching=False)
+    )
     producer.send(OutgoingMessage(b"fine"))
     producer.flush()
     proxy.hold()
@@ -616,10 +630,9 @@ def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
         with Producer.create(
             proxied,
             batched,
-            producer_name="resumed",
+            ProducerSettings(batch_max_messages=3, batch_max_delay_ms=60_000),
+            name="resumed",
             skip_stored=True,
-            batch_max_messages=3,
-            batch_max_delay_ms=60_000,
         ) as producer:
             assert producer.last_sequence_id_from_broker == 5
             producer.send(OutgoingMessage(values[0]))
@@ -629,12 +642,16 @@ def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
             producer.send_columns(MessageColumns(Blobs.of(values[10:])))
             assert producer.messages_skipped == 6
         with Producer.create(
-            proxied, single, producer_name="resumed-single", skip_stored=True, batching=False
+            proxied,
+            single,
+            ProducerSettings(batching=False),
+            name="resumed-single",
+            skip_stored=True,
         ) as producer:
             for value in values[:8]:
                 producer.send(OutgoingMessage(value))
             assert producer.messages_skipped == 6
-        with Producer.create(proxied, plain, producer_name="not-skipping") as producer:
+        with Producer.create(proxied, plain, name="not-skipping") as producer:
             producer.send_columns(MessageColumns(Blobs.of(values[:3])))
             assert producer.messages_skipped == 0
     finally:

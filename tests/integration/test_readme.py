@@ -29,7 +29,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from support.readme import README, example, examples
 
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -38,6 +38,7 @@ NS = "persistent://public/default/"
 
 PYTHON_EXAMPLES = [
     "intro",
+    "local-broker",
     "register",
     "setup",
     "batch-write",
@@ -185,6 +186,13 @@ def test_readme_examples(
         "sequenceId",
         "replicatedFrom",
     ]
+
+    # The embedded broker, in a namespace of its own: it binds ``url`` to its own broker.
+    local: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(example("local-broker"), "README.md:local-broker", "exec"), local)
+    assert local["url"].startswith("pulsar://127.0.0.1:")
+    assert local["url"] != url
+    assert not local["broker"].is_running  # stopped when the with block ended
 
     run("register")
 

@@ -44,7 +44,7 @@ from pulsar_spark.errors import (
     TlsError,
     TopicLookupError,
 )
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.topic import full_topic_name
@@ -78,7 +78,7 @@ def lookup_for(
 def write_and_read_back(lookup: Lookup, broker: LocalBroker, topic: str, count: int = 20) -> None:
     """Send ``count`` messages through ``lookup``; the official client reads every one back."""
     values = [f"{topic}-{i}".encode() for i in range(count)]
-    producer = Producer.create(lookup, full_topic_name(topic), request_timeout=5.0)
+    producer = Producer.create(lookup, full_topic_name(topic))
     try:
         for value in values:
             producer.send(OutgoingMessage(value, key=f"k{len(value)}"))

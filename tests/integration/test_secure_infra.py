@@ -49,7 +49,7 @@ from support.certs import CLIENT_CN, TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server
 
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import FrameDecoder, encode_command
 

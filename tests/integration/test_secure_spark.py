@@ -27,7 +27,7 @@ from support.oauth2_server import OAuth2Server
 from support.readme import example
 
 from pulsar_spark.jobs import topic_to_parquet
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

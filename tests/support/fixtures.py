@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from broker_proxy import AuthPolicy, BrokerProxy, apache_proxy, server_tls_context
 
-from pulsar_spark.local_broker import LocalBroker
+from pulsar_spark.local import LocalBroker
 
 from .certs import TestCerts, make_certs
 from .oauth2_server import OAuth2Server

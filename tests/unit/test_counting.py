@@ -22,7 +22,7 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.payload import PayloadSection
 from pulsar_spark.spark.counting import MessageCounter, _index_range, limit_ends
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED, position_key
+from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 
 # --- building entries ------------------------------------------------------------------------
 
@@ -96,8 +96,7 @@ def between(messages: list[MessageId], start: MessageId, end: MessageId) -> list
     return [
         m
         for m in messages
-        if (start.is_earliest or position_key(start) < position_key(m))
-        and position_key(m) <= position_key(end)
+        if (start.is_earliest or start.last_key() < m.last_key()) and m.last_key() <= end.last_key()
     ]
 
 
@@ -226,7 +225,7 @@ def test_limit_shares_the_budget_evenly_then_gives_the_rest_to_who_has_more() ->
         counters = {
             name: counter(entries, starts[name], last)
             for name, entries, last in (("p0", p0, last0), ("p1", p1, last1))
-            if position_key(last) > position_key(starts[name]) or starts[name].is_earliest
+            if last.last_key() > starts[name].last_key() or starts[name].is_earliest
         }
         if not counters:
             break
@@ -265,8 +264,8 @@ def countable_one_by_one(
 ) -> list[int]:
     """The definition, message by message (how the indexes used to be computed)."""
     candidates = list(range(count)) if batched else [-1]
-    low, high = position_key(after), position_key(upto)
-    return [i for i in candidates if low < position_key(MessageId(ledger, entry_id, i)) <= high]
+    low, high = after.last_key(), upto.last_key()
+    return [i for i in candidates if low < MessageId(ledger, entry_id, i).last_key() <= high]
 
 
 BOUNDS = [
@@ -296,9 +295,7 @@ def test_index_range_equals_the_message_by_message_definition(count: int, batche
             )
             assert list(walker._countable(raw)) == expected, (after, upto, ledger, entry_id)
             if batched:
-                got = _index_range(
-                    (ledger, entry_id), count, position_key(after), position_key(upto)
-                )
+                got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
                 assert list(got) == expected
 
 
@@ -312,5 +309,5 @@ def test_index_range_random_entries() -> None:
         expected = countable_one_by_one(
             ledger, entry_id, count, batched=True, after=after, upto=upto
         )
-        got = _index_range((ledger, entry_id), count, position_key(after), position_key(upto))
+        got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
         assert list(got) == expected

@@ -9,7 +9,6 @@ import pytest
 from pulsar_spark.client.consumer import last_entry
 from pulsar_spark.errors import (
     FrameTooLargeError,
-    LocalProtocolError,
     RemoteProtocolError,
     TruncatedFrameError,
 )
@@ -23,7 +22,6 @@ from pulsar_spark.protocol.framing import (
     decode_frame_body,
     encode_command,
     encode_payload_frame,
-    ensure_fits,
     max_frame_size_for,
 )
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
@@ -294,20 +292,6 @@ def test_buffer_is_compacted_while_streaming() -> None:
     assert len(decoder._buffer) < 4 * len(frame)
 
 
-def test_ensure_fits() -> None:
-    frame = commands.ping()
-    assert ensure_fits(frame, len(frame) - 4) == frame
-    with pytest.raises(
-        LocalProtocolError,
-        match=rf"^frame of {len(frame) - 4} bytes exceeds the maximum frame size "
-        rf"{len(frame) - 5}$",
-    ):
-        ensure_fits(frame, len(frame) - 5)
-
-
-# --- every builder, encoded then decoded ----------------------------------------------------
-
-
 def test_connect() -> None:
     frame = decode_one(commands.connect())
     assert frame.payload is None
@@ -523,8 +507,7 @@ def test_send_single() -> None:
             num_messages=1,
             highest_sequence_id=41,
             is_chunk=False,
-            metadata=metadata,
-            payload=b"value",
+            section=encode_payload_section(metadata, b"value"),
         )
     )
     send = frame.command.send
@@ -553,8 +536,7 @@ def test_send_batch_chunk() -> None:
             num_messages=10,
             highest_sequence_id=59,
             is_chunk=True,
-            metadata=metadata,
-            payload=b"",
+            section=encode_payload_section(metadata, b""),
         )
     )
     send = frame.command.send

@@ -20,7 +20,6 @@ from pulsar_spark.spark.offsets import (
     PulsarOffset,
     consumed_before,
     has_messages_after,
-    position_key,
 )
 
 P0 = "persistent://public/default/t-partition-0"
@@ -139,16 +138,16 @@ def test_consumed_before_entry_zero_still_admits_that_entry() -> None:
     assert not start.is_earliest
 
 
-# --- bounds: position_key and has_messages_after ----------------------------------------------
+# --- bounds: MessageId.last_key and has_messages_after --------------------------------------
 
 
-def test_position_key_a_whole_entry_covers_all_its_indexes() -> None:
-    whole = position_key(MessageId(2, 5, -1))
-    assert position_key(MessageId(2, 5, 0)) < whole
-    assert position_key(MessageId(2, 5, 999_999)) < whole
-    assert whole < position_key(MessageId(2, 6, 0))
-    assert whole < position_key(MessageId(3, 0, -1))
-    assert position_key(NOTHING_CONSUMED) < position_key(MessageId(0, 0, 0))
+def test_last_key_a_whole_entry_covers_all_its_indexes() -> None:
+    whole = MessageId(2, 5, -1).last_key()
+    assert MessageId(2, 5, 0).last_key() < whole
+    assert MessageId(2, 5, 999_999).last_key() < whole
+    assert whole < MessageId(2, 6, 0).last_key()
+    assert whole < MessageId(3, 0, -1).last_key()
+    assert NOTHING_CONSUMED.last_key() < MessageId(0, 0, 0).last_key()
 
 
 @pytest.mark.parametrize(
@@ -200,11 +199,11 @@ POSITIONS = [
 
 def in_range(start: MessageId, end: MessageId) -> list[MessageId]:
     """The messages a micro-batch ``(start, end]`` holds, by the offsets' own ordering."""
-    low = None if start.is_earliest else position_key(start)
+    low = None if start.is_earliest else start.last_key()
     return [
         m
         for m in MESSAGES
-        if (low is None or low < position_key(m)) and position_key(m) <= position_key(end)
+        if (low is None or low < m.last_key()) and m.last_key() <= end.last_key()
     ]
 
 

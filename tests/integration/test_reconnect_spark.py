@@ -1,0 +1,142 @@
+"""Spark jobs through broker restarts, with no failed task.
+
+Spark in local mode does not retry a failed task (``spark.task.maxFailures`` is 1), so a job
+that succeeds here had no failed task: every restart was ridden through inside the tasks and
+the driver. The broker is killed (SIGKILL) and started again on the same port and data while
+a streaming read copies a topic and while a batch write sends one.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from pulsar_spark.local import LocalBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+TOPIC = "persistent://public/default/restarts"
+
+
+@pytest.fixture
+def restartable() -> Iterator[LocalBroker]:
+    broker = LocalBroker.start(partitioned_topics={"restarts": 4})
+    yield broker
+    broker.stop()
+
+
+class Restarter:
+    """Kills and restarts the broker ``times`` times, ``every`` seconds apart, in a thread."""
+
+    def __init__(self, broker: LocalBroker, times: int, every: float) -> None:
+        self.broker = broker
+        self.times = times
+        self.every = every
+        self.outages: list[float] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Restarter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._thread.join()
+
+    def _run(self) -> None:
+        for _ in range(self.times):
+            time.sleep(self.every)
+            started = time.monotonic()
+            assert self.broker.pid is not None
+            os.kill(self.broker.pid, signal.SIGKILL)
+            self.broker.restart()
+            self.outages.append(time.monotonic() - started)
+
+
+def publish(url: str, count: int) -> list[bytes]:
+    values = [b"s-%06d" % i for i in range(count)]
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producer = client.create_producer(
+            TOPIC, batching_enabled=True, batching_max_messages=200, block_if_queue_full=True
+        )
+        failed: list[object] = []
+        for i, value in enumerate(values):
+            producer.send_async(
+                value,
+                lambda result, _id: result == pulsar.Result.Ok or failed.append(result),
+                partition_key=str(i % 97),
+            )
+        producer.flush()
+        assert not failed
+    finally:
+        client.close()
+    return values
+
+
+def stored(spark: SparkSession, url: str) -> list[bytes]:
+    df = spark.read.format("pulsar").option("service.url", url).option("topic", TOPIC).load()
+    return [bytes(r["value"]) for r in df.select("value").collect()]
+
+
+def test_streaming_read_through_restarts(
+    spark: SparkSession, restartable: LocalBroker, tmp_path: Path
+) -> None:
+    url = restartable.service_url
+    published = publish(url, 60_000)
+    seen: list[bytes] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        seen.extend(bytes(r["value"]) for r in batch.select("value").collect())
+        time.sleep(0.2)  # spread the query over the restarts
+
+    with Restarter(restartable, times=3, every=1.5) as restarter:
+        query = (
+            spark.readStream.format("pulsar")
+            .option("service.url", url)
+            .option("topic", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("maxMessagesPerTrigger", "5000")
+            .option("pulsar.client.operationTimeoutMs", "20000")
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180), "the query did not finish"
+    assert query.exception() is None
+    assert len(restarter.outages) == 3
+    assert sorted(seen) == sorted(published)  # every message exactly once
+
+
+def test_batch_write_through_restarts(spark: SparkSession, restartable: LocalBroker) -> None:
+    url = restartable.service_url
+    rows = 200_000
+    df = spark.range(rows, numPartitions=4).selectExpr(
+        "cast(id % 97 as string) as key", "format_string('w-%07d', id) as value"
+    )
+    with Restarter(restartable, times=2, every=1.0) as restarter:
+        (
+            df.write.format("pulsar")
+            .option("service.url", url)
+            .option("topic", TOPIC)
+            .option("pulsar.client.operationTimeoutMs", "20000")
+            .option("pulsar.producer.maxPendingMessages", "2000")
+            .mode("append")
+            .save()
+        )
+    assert len(restarter.outages) == 2
+    counts = collections.Counter(stored(spark, url))
+    assert set(counts) == {b"w-%07d" % i for i in range(rows)}  # nothing lost
+    duplicates = sum(n - 1 for n in counts.values())
+    # at most what every producer (4 tasks x 4 partitions) had in flight, per outage
+    assert duplicates <= 2 * 16 * 2000, duplicates

@@ -1,0 +1,278 @@
+"""How much each micro-batch of ``spark.readStream.format("pulsar")`` reads: maxMessagesPerTrigger
+counts messages exactly (ending inside batched entries), AvailableNow stops at what existed
+when it started, and the offsets Spark checkpoints are canonical JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pulsar
+import pytest
+from broker_proxy import apache_proxy
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.datasource import ReadMaxRows
+from support.streaming import (
+    Batches,
+    Message,
+    as_messages,
+    checkpoint_offsets,
+    drafts,
+    ends_of,
+    publish,
+    read_available_now,
+)
+from support.topics import full, partition_of
+
+from pulsar_spark.local import LocalBroker
+from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.stream_reader import PulsarStreamReader
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+# --- maxMessagesPerTrigger -----------------------------------------------------------------------
+
+
+def test_max_messages_per_trigger_is_exact(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """1000 messages in batches of 7 over two partitions (600 and 400), read with
+    maxMessagesPerTrigger=100: the source counts messages, not entries, and ends a micro-batch
+    inside a batched entry when the count says so (the next one resumes right after), so
+    every micro-batch holds exactly 100 messages and never more. The budget is shared evenly
+    between partitions that still have messages."""
+    topic = pooled_partitioned_topic(2)
+    p0 = publish(client, partition_of(topic, 0), drafts(600, "p0"), batch_size=7)
+    p1 = publish(client, partition_of(topic, 1), drafts(400, "p1"), batch_size=7)
+    batches = Batches()
+    query = read_available_now(
+        spark,
+        broker.service_url,
+        topic,
+        batches,
+        tmp_path / "checkpoint",
+        startingOffsets="earliest",
+        maxMessagesPerTrigger="100",
+    )
+    assert batches.sizes() == [100] * 10
+    split = [
+        (sum(m.partition == 0 for m in b), sum(m.partition == 1 for m in b))
+        for b in (batches.by_id[i] for i in sorted(batches.by_id))
+    ]
+    assert split == [(50, 50)] * 8 + [(100, 0)] * 2
+    assert sorted(batches.all()) == sorted(p0 + p1)
+    # each batch continues each partition exactly where the previous one ended
+    for partition, sent in ((0, p0), (1, p1)):
+        assert [m for m in batches.all() if m.partition == partition] == sent
+    # batch ends fall inside entries: 50 = 7 * 7 + 1
+    first = batches.by_id[0]
+    assert [m.id for m in first if m.partition == 0][-1] == p0[49].id
+    assert p0[49].batch == 0
+    # progress: the offsets of each batch, and the partitions' ends as the latest offset
+    progress = query.recentProgress
+    assert [p.numInputRows for p in progress] == [100] * 10
+    latest = ends_of(p0 + p1)
+    for p in progress:
+        assert json.loads(p.sources[0].latestOffset) == latest
+    assert json.loads(progress[-1].sources[0].endOffset) == latest
+    end_0 = json.loads(progress[0].sources[0].endOffset)
+    assert end_0 == {
+        partition_of(topic, 0): p0[49].position(),
+        partition_of(topic, 1): p1[49].position(),
+    }
+
+
+# --- AvailableNow --------------------------------------------------------------------------------
+
+
+def test_available_now_reads_what_existed_at_start_and_stops(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """AvailableNow records each partition's last message when the query starts and stops
+    once it has read up to there: messages published while it runs (here: from inside its
+    first micro-batch) are left for the next run, which reads exactly those."""
+    topic = pooled_partitioned_topic(2)
+    early = publish(client, topic, drafts(250, "early"), batch_size=10)
+    late: list[Message] = []
+    batches = Batches()
+
+    def publish_late(batch_id: int) -> None:
+        if batch_id == 0:
+            late.extend(publish(client, topic, drafts(40, "late"), batch_size=10))
+
+    batches.hook = publish_late
+
+    def run() -> StreamingQuery:
+        return read_available_now(
+            spark,
+            broker.service_url,
+            topic,
+            batches,
+            tmp_path / "checkpoint",
+            startingOffsets="earliest",
+            maxMessagesPerTrigger="100",
+        )
+
+    run()
+    assert len(late) == 40
+    assert batches.sizes() == [100, 100, 50]
+    assert sorted(batches.all()) == sorted(early)
+
+    batches.by_id.clear()
+    run()
+    assert batches.sizes() == [40]
+    assert batches.all() == sorted(late)
+    assert sorted(batches.by_id) == [3]
+
+
+# --- the driver's limited offsets -----------------------------------------------------------------
+
+
+def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
+    broker: LocalBroker, client: pulsar.Client, topic_name: str
+) -> None:
+    """The driver keeps its message counters between micro-batches: each limited
+    latestOffset counts on from the previous end, cutting inside entries of 4, and ends at
+    the whole last entry. Asking again from an earlier start (a replayed micro-batch) starts
+    a new count and gives the same ends."""
+    sent = publish(client, topic_name, drafts(25, "r"), batch_size=4)
+    name = full(topic_name)
+    reader = PulsarStreamReader(
+        ReadOptions.parse(
+            {
+                "service.url": broker.service_url,
+                "topic": topic_name,
+                "startingOffsets": "earliest",
+            },
+            streaming=True,
+        )
+    )
+    initial = reader.initialOffset()
+    assert initial == {name: NOTHING_CONSUMED.to_json()}
+    ends, start = [], initial
+    for _ in range(5):
+        start = reader.latestOffset(start, ReadMaxRows(7))
+        ends.append(start)
+    assert ends == [
+        {name: sent[6].position()},  # entry 1, index 2
+        {name: sent[13].position()},  # entry 3, index 1
+        {name: sent[20].position()},  # entry 5, index 0
+        {name: sent[24].position(-1)},  # entry 6 (one message), whole
+        {name: sent[24].position(-1)},  # nothing left
+    ]
+    assert reader.latestOffset(ends[1], ReadMaxRows(7)) == ends[2]
+    assert reader.latestOffset(initial, ReadMaxRows(7)) == ends[0]
+    assert reader.latestOffset(ends[0], ReadMaxRows(7)) == ends[1]
+    reader.stop()
+
+
+# --- checkpointed offsets and progress -----------------------------------------------------------
+
+
+def test_checkpoint_offsets_are_canonical_json(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """``offsets/N`` holds, per partition name in sorted order, the last consumed message id
+    with its keys sorted (batchIndex, entryId, ledgerId): the exact text Spark compares. A
+    batch index names a message inside a batch; -1 a whole entry (a batch consumed to its end,
+    or a single message)."""
+    topic = pooled_partitioned_topic(2)
+    p0 = publish(client, partition_of(topic, 0), drafts(9, "c0"), batch_size=4)
+    p1 = publish(client, partition_of(topic, 1), drafts(3, "c1"))
+    # entries 0 and 1 hold four messages each, entry 2 one
+    assert [(m.entry, m.batch) for m in p0] == [
+        *((e, i) for e in (0, 1) for i in range(4)),
+        (2, 0),
+    ]
+    checkpoint = tmp_path / "checkpoint"
+    read_available_now(
+        spark,
+        broker.service_url,
+        topic,
+        Batches(),
+        checkpoint,
+        startingOffsets="earliest",
+        maxMessagesPerTrigger="6",
+    )
+    a, b = partition_of(topic, 0), partition_of(topic, 1)
+    l0, l1 = p0[0].ledger, p1[0].ledger
+    # batch 0: three of each partition; batch 1: the other six of partition 0
+    assert checkpoint_offsets(checkpoint) == {
+        0: (
+            f'{{"{a}": {{"batchIndex": 2, "entryId": 0, "ledgerId": {l0}}}, '
+            f'"{b}": {{"batchIndex": -1, "entryId": 2, "ledgerId": {l1}}}}}'
+        ),
+        1: (
+            f'{{"{a}": {{"batchIndex": -1, "entryId": 2, "ledgerId": {l0}}}, '
+            f'"{b}": {{"batchIndex": -1, "entryId": 2, "ledgerId": {l1}}}}}'
+        ),
+    }
+
+
+# --- a broker whose last message ids carry a batch index ----------------------------------------
+
+
+def test_limited_query_where_last_ids_carry_a_batch_index(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """Apache Pulsar answers GetLastMessageId with the last entry's largest batch index (0 for
+    an unbatched message); pulsar-lite with none. Through a proxy that answers like Apache
+    Pulsar, a limited AvailableNow query reads a batched and an unbatched partition to their
+    last message, exactly once; run again with nothing new it reads nothing and reports no
+    data loss; run after more messages it reads just those. A batch read sees them all."""
+    topic = pooled_partitioned_topic(2)
+    p0 = publish(client, partition_of(topic, 0), drafts(17, "p0"), batch_size=5)
+    p1 = publish(client, partition_of(topic, 1), drafts(4, "p1"))
+    assert [m.batch for m in p0[-2:]] == [0, 1]
+    assert {m.batch for m in p1} == {-1}
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.batch_sizes = {(m.ledger, m.entry): m.batch + 1 for m in sorted(p0)}
+    batches = Batches()
+
+    def run() -> list[int]:
+        seen = set(batches.by_id)
+        read_available_now(
+            spark,
+            proxy.url,
+            topic,
+            batches,
+            tmp_path / "checkpoint",
+            startingOffsets="earliest",
+            maxMessagesPerTrigger="6",
+        )
+        return sorted(set(batches.by_id) - seen)
+
+    try:
+        first = run()
+        assert [len(batches.by_id[i]) for i in first] == [6, 6, 6, 3]
+        assert sorted(batches.all()) == sorted(p0 + p1)
+        assert answers.last_ids_answered >= 2
+        assert run() == []
+        more = publish(client, partition_of(topic, 1), drafts(3, "more"))
+        added = run()
+        assert [batches.by_id[i] for i in added] == [sorted(more)]
+        everything = spark.read.format("pulsar").option("service.url", proxy.url)
+        assert as_messages(everything.option("topic", topic).load()) == sorted(p0 + p1 + more)
+    finally:
+        proxy.close()
