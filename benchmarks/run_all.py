@@ -20,7 +20,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BENCHMARKS = ("bench_codecs", "bench_decode", "bench_read", "bench_stream", "bench_write")
+BENCHMARKS = (
+    "bench_codecs",
+    "bench_decode",
+    "bench_read",
+    "bench_stream",
+    "bench_write",
+    "bench_tls",
+)
 TIME_LIMIT = 1800.0  # seconds per benchmark
 
 
