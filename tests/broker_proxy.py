@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from google.protobuf.unknown_fields import UnknownFieldSet
 from support import tokens
 
 from pulsar_spark.protocol import pb
@@ -55,7 +54,6 @@ HANDSHAKE_TIMEOUT = 10.0
 
 _FRAME_HEADER = struct.Struct(">II")
 _RECV_SIZE = 65536
-_AUTH_RESPONSE_FIELD = 37
 
 
 def server_tls_context(
@@ -94,20 +92,9 @@ def auth_challenge_command(method: str, protocol_version: int) -> pb.BaseCommand
 
 
 def auth_response_data(command: pb.BaseCommand) -> pb.AuthData | None:
-    """The credentials in an AUTH_RESPONSE, or ``None`` if it carries none.
-
-    Works whether or not the generated classes know ``BaseCommand.authResponse``: the
-    response (client_version 1, response 2, protocol_version 3) has the same layout as
-    CommandAuthChallenge, so an unknown field 37 is read as one.
-    """
-    if "authResponse" in pb.BaseCommand.DESCRIPTOR.fields_by_name:
-        response = command.authResponse  # type: ignore[attr-defined,unused-ignore]
-        return response.response if response.HasField("response") else None
-    for unknown in UnknownFieldSet(command):
-        if unknown.field_number == _AUTH_RESPONSE_FIELD:
-            parsed = pb.CommandAuthChallenge.FromString(unknown.data)
-            return parsed.challenge if parsed.HasField("challenge") else None
-    return None
+    """The credentials in an AUTH_RESPONSE, or ``None`` if it carries none."""
+    response = command.authResponse
+    return response.response if response.HasField("response") else None
 
 
 def _take_frames(pending: bytearray) -> list[bytes]:
