@@ -1,10 +1,15 @@
 """Decoder throughput: raw MESSAGE frames to message columns (and to Arrow) on one core.
 
-Builds batch frames the way Pulsar producers lay them out — 1000 messages of 100 bytes per
-entry, each SingleMessageMetadata carrying its own sequence id — then times the full decode
-path a reader runs per entry: frame decoding, checksum, metadata, decompression, batch
-decoding. Two layouts are timed: uniform (equal-size payloads, no keys: the fast path) and
-mixed (varying sizes, keys and properties: the general path). Also times Arrow conversion.
+Builds batch frames the way Pulsar producers lay them out — 1000 messages per entry, each
+SingleMessageMetadata carrying its own sequence id — then times the full decode path a reader
+runs per entry: frame decoding, checksum, metadata, decompression, batch decoding; then the
+same plus Arrow record batches as a read builds them (up to 65,536 rows each). Layouts:
+
+- uniform: 100-byte values, no keys (the uniform path);
+- keyed: every message keyed (``user-<n>``), two properties of which one (a trace id) is
+  unique per message, an event time, values of 50 to 150 bytes (the scan);
+- large: the keyed layout with 10 KB values, LZ4, 12 messages per entry (a producer's
+  default 128 KiB batch).
 
     python benchmarks/bench_decode.py [--entries 200]
 """
@@ -16,35 +21,42 @@ import os
 import random
 import struct
 import time
+import uuid
+from collections.abc import Iterator
 
-from pulsar_spark.arrow.decode import to_record_batch
+from pulsar_spark.arrow.decode import record_batches
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.decode import decode_entry, entry_info
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
+from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
 
 MESSAGES = 1000
 SIZE = 100
 
 
-def batch_frame(entry_id: int, *, mixed: bool, codec: int) -> bytes:
+def batch_frame(
+    entry_id: int, *, keyed: bool, codec: int, size: int = SIZE, messages: int = MESSAGES
+) -> bytes:
     rng = random.Random(entry_id)
     records = []
-    for i in range(MESSAGES):
-        size = rng.randint(50, 150) if mixed else SIZE
-        smm = pb.SingleMessageMetadata(payload_size=size, sequence_id=entry_id * MESSAGES + i)
-        if mixed:
-            smm.partition_key = f"user-{rng.randint(0, 9999)}"
+    for i in range(messages):
+        if keyed:
+            size = rng.randint(size // 2, size * 3 // 2)
+        smm = pb.SingleMessageMetadata(payload_size=size, sequence_id=entry_id * messages + i)
+        if keyed:
+            smm.partition_key = f"user-{rng.randint(0, 99_999)}"
             smm.properties.add(key="source", value="bench")
+            smm.properties.add(key="trace", value=str(uuid.UUID(int=rng.getrandbits(128))))
             smm.event_time = 1_700_000_000_000 + i
         body = smm.SerializeToString()
         records.append(struct.pack(">I", len(body)) + body + os.urandom(size))
     raw = b"".join(records)
     metadata = pb.MessageMetadata(
         producer_name="bench",
-        sequence_id=entry_id * MESSAGES,
+        sequence_id=entry_id * messages,
         publish_time=1_700_000_000_000,
-        num_messages_in_batch=MESSAGES,
+        num_messages_in_batch=messages,
         compression=codec,  # type: ignore[arg-type]
         uncompressed_size=len(raw),
     )
@@ -58,10 +70,21 @@ def batch_frame(entry_id: int, *, mixed: bool, codec: int) -> bytes:
     return encode_payload_frame(command, encode_payload_section(metadata, payload))
 
 
-def run(frames: bytes, entries: int, *, arrow: bool) -> float:
+def run(frames: bytes, messages: int, *, arrow: bool) -> float:
     start = time.perf_counter()
-    decoder = FrameDecoder()
-    for frame in decoder.feed(frames):
+    columns = decoded(frames)
+    if arrow:
+        for _ in record_batches(columns, "persistent://public/default/bench", -1):
+            pass
+    else:
+        for _ in columns:
+            pass
+    elapsed = time.perf_counter() - start
+    return messages / elapsed
+
+
+def decoded(frames: bytes) -> Iterator[MessageColumns]:
+    for frame in FrameDecoder().feed(frames):
         message_id = frame.command.message.message_id
         section = parse_payload_section(frame.payload or b"")
         metadata = section.metadata
@@ -69,27 +92,29 @@ def run(frames: bytes, entries: int, *, arrow: bool) -> float:
             metadata.compression, section.payload, metadata.uncompressed_size
         )
         info = entry_info(metadata, message_id.ledgerId, message_id.entryId, -1)
-        columns = decode_entry(info, metadata, data)
-        if arrow:
-            to_record_batch([columns], "persistent://public/default/bench", -1)
-    elapsed = time.perf_counter() - start
-    return entries * MESSAGES / elapsed
+        yield decode_entry(info, metadata, data)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=200)
     args = parser.parse_args()
-    print(f"{args.entries} entries x {MESSAGES} messages; msg/s on one core (best of 3)")
-    for label, mixed, codec in (
-        ("uniform, no compression", False, compression.NONE),
-        ("uniform, lz4", False, compression.LZ4),
-        ("mixed sizes+keys+props, no compression", True, compression.NONE),
-        ("mixed sizes+keys+props, lz4", True, compression.LZ4),
+    print(f"{args.entries} entries of 1000 messages each; msg/s on one core (best of 3)")
+    for label, keyed, codec, size, per_entry in (
+        ("uniform, no compression", False, compression.NONE, SIZE, MESSAGES),
+        ("uniform, lz4", False, compression.LZ4, SIZE, MESSAGES),
+        ("keyed+2 props, no compression", True, compression.NONE, SIZE, MESSAGES),
+        ("keyed+2 props, lz4", True, compression.LZ4, SIZE, MESSAGES),
+        ("keyed+2 props, 10 KB values, lz4, 12/entry", True, compression.LZ4, 10_000, 12),
     ):
-        frames = b"".join(batch_frame(e, mixed=mixed, codec=codec) for e in range(args.entries))
-        columns = max(run(frames, args.entries, arrow=False) for _ in range(3))
-        arrow = max(run(frames, args.entries, arrow=True) for _ in range(3))
+        entries = args.entries * MESSAGES // per_entry // (20 if size > SIZE else 1)
+        frames = b"".join(
+            batch_frame(e, keyed=keyed, codec=codec, size=size, messages=per_entry)
+            for e in range(entries)
+        )
+        messages = entries * per_entry
+        columns = max(run(frames, messages, arrow=False) for _ in range(3))
+        arrow = max(run(frames, messages, arrow=True) for _ in range(3))
         print(f"  {label:42s} columns {columns:>12,.0f}   + arrow {arrow:>12,.0f}")
 
 

@@ -3,8 +3,12 @@
 A :class:`RecordBatchBuilder` collects the :class:`MessageColumns` of consecutive entries of one
 partition and turns them into one ``pa.RecordBatch`` of :data:`ARROW_SCHEMA` whenever the rows
 or value bytes reach their limit, so memory stays flat however large the topic is. Columns are
-assembled from whole arrays (numpy concatenation, repeated constants, buffer wrapping); only
-keys and properties, when present, are converted per row.
+assembled from whole arrays (numpy concatenation, repeated constants), with no work per row in
+Python.
+
+Values, keys and property strings arrive as :class:`Spans` into the entries' payloads and are
+copied once, by Arrow (see :func:`_binary`). Strings that are not UTF-8 where Arrow needs text
+(property names and values) are read as Java reads them: undecodable bytes become U+FFFD.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, MESSAGE_ID_TYPE, PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, ranges
 
 DEFAULT_MAX_ROWS = 65_536
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -45,7 +49,7 @@ class RecordBatchBuilder:
         """Add one entry's messages; return a batch when the limits are reached."""
         self._pending.append(columns)
         self._rows += columns.count
-        self._bytes += len(columns.values)
+        self._bytes += columns.values.total
         if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
             return self.flush()
         return None
@@ -101,30 +105,66 @@ def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int)
 def _keys(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
     if all(p.key is None for p in parts):
         return pa.nulls(rows, pa.binary())
-    keys: list[bytes | None] = []
-    for p in parts:
-        keys.extend(p.key if p.key is not None else [None] * p.count)
-    return pa.array(keys, pa.binary())
+    return _strings([_absent(p.count) if p.key is None else p.key for p in parts], pa.binary())
+
+
+def _absent(count: int) -> Spans:
+    return Spans(b"", np.zeros(count, np.int64), np.zeros(count, np.int64), np.zeros(count, bool))
 
 
 def _values(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
-    data = b"".join(p.values for p in parts)
-    offsets = np.empty(rows + 1, dtype=np.int32)
-    offsets[0] = 0
-    base = pos = 0
-    for p in parts:
-        offsets[pos + 1 : pos + 1 + p.count] = p.value_offsets[1:] + base
-        base += len(p.values)
-        pos += p.count
-    validity = None
-    if any(p.null_value is not None for p in parts):
-        valid = np.concatenate(
-            [~p.null_value if p.null_value is not None else np.ones(p.count, bool) for p in parts]
-        )
+    return _strings([p.values for p in parts], pa.binary())
+
+
+def _strings(spans: Sequence[Spans], kind: pa.DataType) -> pa.Array:
+    """One binary or string array of all the spans, end to end."""
+    parts = [_binary(part) for part in spans]
+    array = pa.concat_arrays(parts) if len(parts) != 1 else parts[0]
+    if any(part.valid is not None for part in spans):
+        valid = np.concatenate([_valid(part) for part in spans])
         validity = pa.array(valid).buffers()[1]
-    return pa.BinaryArray.from_buffers(
-        pa.binary(), rows, [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+        array = pa.Array.from_buffers(pa.binary(), len(array), [validity, *array.buffers()[1:]])
+    if kind == pa.binary():
+        return array
+    text = array.view(pa.string())
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
+        return pa.array([_text(raw) for raw in array.to_pylist()], pa.string())
+    return text
+
+
+def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
+    return spans.valid if spans.valid is not None else np.ones(len(spans), dtype=np.bool_)
+
+
+def _binary(spans: Spans) -> pa.Array:
+    """The strings of ``spans`` as a binary array (their validity aside).
+
+    Spans in order through their buffer (values, keys and properties as decoded) become a
+    binary array over the buffer itself whose elements alternate between the bytes in between
+    and the strings; taking every second element copies the strings once, in C++. Other spans
+    (repeated or reordered rows) are gathered with numpy first."""
+    count = len(spans)
+    ends = spans.starts + spans.lengths
+    if count and (spans.starts[1:] >= ends[:-1]).all():
+        offsets = np.empty(2 * count + 1, dtype=np.int32)
+        offsets[0] = 0
+        offsets[1::2] = spans.starts
+        offsets[2::2] = ends
+        both = pa.Array.from_buffers(
+            pa.binary(), 2 * count, [None, pa.py_buffer(offsets), pa.py_buffer(spans.buffer)]
+        )
+        return both.take(pa.array(np.arange(1, 2 * count, 2)))
+    indices, starts = ranges(spans.starts, ends)
+    data = np.frombuffer(spans.buffer, dtype=np.uint8)[indices]
+    return pa.Array.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
     )
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "replace")
 
 
 def _constant_string(text: str, rows: int) -> pa.Array:
@@ -163,27 +203,26 @@ def _timestamps(millis: npt.NDArray[np.int64], *, null_zero: bool) -> pa.Array:
 
 
 def _properties(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
-    offsets = np.zeros(rows + 1, dtype=np.int32)
     if all(p.properties is None for p in parts):
+        offsets = np.zeros(rows + 1, dtype=np.int32)
         empty = pa.array([], pa.string())
         return pa.MapArray.from_arrays(pa.array(offsets), empty, empty, type=PROPERTIES_TYPE)
-    keys: list[str] = []
-    items: list[str] = []
-    row = 0
-    for p in parts:
-        if p.properties is None:
-            offsets[row + 1 : row + 1 + p.count] = len(keys)
-            row += p.count
-            continue
-        for props in p.properties:
-            for k, v in props:
-                keys.append(k)
-                items.append(v)
-            row += 1
-            offsets[row] = len(keys)
+    columns = [p.properties or _no_properties(p.count) for p in parts]
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    row = pairs = 0
+    for column in columns:
+        count = len(column.offsets) - 1
+        offsets[row + 1 : row + 1 + count] = column.offsets[1:] + pairs
+        row += count
+        pairs += int(column.offsets[-1])
     return pa.MapArray.from_arrays(
         pa.array(offsets),
-        pa.array(keys, pa.string()),
-        pa.array(items, pa.string()),
+        _strings([c.names for c in columns], pa.string()),
+        _strings([c.values for c in columns], pa.string()),
         type=PROPERTIES_TYPE,
     )
+
+
+def _no_properties(count: int) -> PropertyColumns:
+    nothing = Spans(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return PropertyColumns(np.zeros(count + 1, dtype=np.int64), nothing, nothing)

@@ -7,21 +7,22 @@ An entry is either one message, or a batch when ``MessageMetadata.num_messages_i
 
     [u32 size][SingleMessageMetadata][payload] ... n times
 
-The general path walks the records one by one, parsing each SingleMessageMetadata (SMM) with a
-small cache keyed by its bytes, since producers that set no per-message sequence id repeat the
-same SMM. Producers usually do set one, so every SMM differs in that one field.
+Three decoders read batches, fastest first; each either gives the exact result or declines:
 
-Most batches from one producer are *uniform*: every record has the same length and every SMM
-is byte-for-byte the same except for its ``sequence_id`` varint. The fast path checks that with
-numpy on the ``n x record_length`` byte matrix and then reads all n payloads and sequence ids
-at once, with no per-message Python. Any difference elsewhere (keys, properties, event times,
-sizes) falls back to the general path, so the result is the same either way.
+- the *uniform* path here: most batches without keys from one producer have records of one
+  length whose SingleMessageMetadata (SMM) differ only in the ``sequence_id`` varint. numpy
+  checks that on the ``n x record_length`` byte matrix and reads all n payloads and sequence
+  ids at once;
+- :mod:`batch_scan`: any batch whose SMMs a protobuf writer laid out in field order (keys,
+  properties, varying sizes), parsed all at once with numpy;
+- :mod:`batch_walk`: the reference, one record after the other, for small batches and for
+  what the others decline.
+
+Values, keys and properties point into the payload (:class:`Spans`); nothing is copied here.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import struct
 
 import numpy as np
@@ -29,11 +30,15 @@ from google.protobuf.message import DecodeError
 
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, Properties
+from pulsar_spark.protocol.batch_fields import message_key, to_columns
+from pulsar_spark.protocol.batch_scan import scan_batch
+from pulsar_spark.protocol.batch_walk import walk_batch
+from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 
 _U32 = struct.Struct(">I")
 _SEQUENCE_ID_TAG = 0x40  # SingleMessageMetadata field 8, varint
-_SMM_CACHE_LIMIT = 4096
+# Below this many messages the numpy scan costs more than walking the records.
+SCAN_MIN_MESSAGES = 16
 
 
 def entry_info(
@@ -61,28 +66,26 @@ def decode_entry(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) 
     if count <= 0:
         raise CorruptPayloadError(f"batch announces {count} messages")
     fast = _uniform_batch(info, metadata, payload, count)
-    return fast if fast is not None else _walk_batch(info, metadata, payload, count)
+    if fast is not None:
+        return fast
+    fields = (
+        scan_batch(payload, count, metadata.sequence_id) if count >= SCAN_MIN_MESSAGES else None
+    )
+    if fields is None:
+        fields = walk_batch(payload, count, metadata.sequence_id)
+    return to_columns(info, payload, fields)
 
 
-def message_key(
-    partition_key: str | bytes, present: bool, b64: bool, null_key: bool = False
-) -> bytes | None:
-    """The key column for a message: UTF-8 of a string key, decoded bytes of a base64 key.
+def _properties(pairs: object) -> PropertyColumns | None:
+    rows = tuple((kv.key, kv.value) for kv in pairs)  # type: ignore[attr-defined]
+    return PropertyColumns.of([rows]) if rows else None
 
-    A key that is not valid UTF-8 arrives as bytes and is kept as it was sent."""
-    if not present or null_key:
+
+def _repeated(count: int, key: bytes | None) -> Spans | None:
+    """The key column of ``count`` messages that share one key (None: no key)."""
+    if key is None:
         return None
-    raw = partition_key if isinstance(partition_key, bytes) else partition_key.encode()
-    if not b64:
-        return raw
-    try:
-        return base64.b64decode(raw, validate=True)
-    except binascii.Error as exc:
-        raise CorruptPayloadError(f"partition key {partition_key!r} is not valid base64") from exc
-
-
-def _properties(pairs: object) -> Properties:
-    return tuple((kv.key, kv.value) for kv in pairs)  # type: ignore[attr-defined]
+    return Spans(key, np.zeros(count, dtype=np.int64), np.full(count, len(key), dtype=np.int64))
 
 
 def _single(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
@@ -93,18 +96,20 @@ def _single(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> Me
         metadata.partition_key_b64_encoded,
         metadata.null_partition_key,
     )
-    props = _properties(metadata.properties)
     return MessageColumns(
         entry=info,
         count=1,
         batch_index=np.array([-1], dtype=np.int32),
-        values=b"" if null_value else payload,
-        value_offsets=np.array([0, 0 if null_value else len(payload)], dtype=np.int32),
-        null_value=np.array([True]) if null_value else None,
-        key=None if key is None else [key],
-        properties=[props] if props else None,
+        values=Spans(
+            payload,
+            np.zeros(1, dtype=np.int64),
+            np.array([0 if null_value else len(payload)], dtype=np.int64),
+            np.array([False]) if null_value else None,
+        ),
+        key=_repeated(1, key),
+        properties=_properties(metadata.properties),
         event_time=np.array([metadata.event_time], dtype=np.int64),
-        sequence_id=np.array([metadata.sequence_id], dtype=np.int64),
+        sequence_id=np.array([metadata.sequence_id], dtype=np.uint64).astype(np.int64),
     )
 
 
@@ -139,25 +144,18 @@ def _uniform_batch(
             return None
     else:
         sequence_id = metadata.sequence_id + np.arange(count, dtype=np.int64)
-    return _columns_from_first(
-        info,
-        first=first,
-        count=count,
-        values=rows[:, 4 + smm_size :].tobytes(),
-        payload_size=payload_size,
-        sequence_id=sequence_id,
-    )
+    data_start = 4 + smm_size + record * np.arange(count, dtype=np.int64)
+    return _columns_from_first(info, first, data_start, payload, sequence_id)
 
 
 def _columns_from_first(
     info: EntryInfo,
-    *,
     first: pb.SingleMessageMetadata,
-    count: int,
-    values: bytes,
-    payload_size: int,
+    value_start: np.ndarray,
+    payload: bytes,
     sequence_id: np.ndarray,
 ) -> MessageColumns:
+    count = len(value_start)
     null_value = first.null_value
     key = message_key(
         first.partition_key,
@@ -166,16 +164,19 @@ def _columns_from_first(
         first.null_partition_key,
     )
     props = _properties(first.properties)
-    step = 0 if null_value else payload_size
+    every_first = np.zeros(count, dtype=np.intp)
     return MessageColumns(
         entry=info,
         count=count,
         batch_index=np.arange(count, dtype=np.int32),
-        values=b"" if null_value else values,
-        value_offsets=np.arange(count + 1, dtype=np.int32) * step,
-        null_value=np.ones(count, dtype=np.bool_) if null_value else None,
-        key=None if key is None else [key] * count,
-        properties=[props] * count if props else None,
+        values=Spans(
+            payload,
+            value_start,
+            np.full(count, 0 if null_value else first.payload_size, dtype=np.int64),
+            np.zeros(count, dtype=np.bool_) if null_value else None,
+        ),
+        key=_repeated(count, key),
+        properties=None if props is None else props.take(every_first),
         event_time=np.full(count, first.event_time, dtype=np.int64),
         sequence_id=sequence_id.astype(np.int64, copy=False),
     )
@@ -231,181 +232,10 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-# --- the general path ----------------------------------------------------------------------
-#
-# SingleMessageMetadata is parsed by hand here: it is the one structure read once per message,
-# and a dedicated loop over its few fields is several times faster than building a protobuf
-# object per message. Field numbers are those of ``SingleMessageMetadata`` in the .proto;
-# the unit tests compare the result with the protobuf runtime's parse.
-
-_smm_cache: dict[bytes, pb.SingleMessageMetadata] = {}
-_kv_cache: dict[bytes, tuple[str, str]] = {}
-
-_TAG_PROPERTY = 0x0A  # 1, length-delimited KeyValue
-_TAG_KEY = 0x12  # 2, string
-_TAG_PAYLOAD_SIZE = 0x18  # 3
-_TAG_COMPACTED_OUT = 0x20  # 4
-_TAG_EVENT_TIME = 0x28  # 5
-_TAG_KEY_B64 = 0x30  # 6
-_TAG_SEQUENCE_ID = 0x40  # 8
-_TAG_NULL_VALUE = 0x48  # 9
-_TAG_NULL_KEY = 0x50  # 10
-
-
 def _parse_smm(raw: bytes) -> pb.SingleMessageMetadata:
-    smm = _smm_cache.get(raw)
-    if smm is None:
-        smm = pb.SingleMessageMetadata()
-        try:
-            smm.ParseFromString(raw)
-        except DecodeError as exc:
-            raise CorruptPayloadError("a SingleMessageMetadata in a batch does not parse") from exc
-        if len(_smm_cache) >= _SMM_CACHE_LIMIT:
-            _smm_cache.clear()
-        _smm_cache[raw] = smm
-    return smm
-
-
-def _key_value(raw: bytes) -> tuple[str, str]:
-    pair = _kv_cache.get(raw)
-    if pair is None:
-        kv = pb.KeyValue()
-        try:
-            kv.ParseFromString(raw)
-        except DecodeError as exc:
-            raise CorruptPayloadError("a message property does not parse") from exc
-        pair = (kv.key, kv.value)
-        if len(_kv_cache) >= _SMM_CACHE_LIMIT:
-            _kv_cache.clear()
-        _kv_cache[raw] = pair
-    return pair
-
-
-def _walk_batch(
-    info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes, count: int
-) -> MessageColumns:
+    smm = pb.SingleMessageMetadata()
     try:
-        return _walk(info, metadata.sequence_id, payload, count)
-    except (IndexError, ValueError, OverflowError) as exc:
-        raise CorruptPayloadError(f"batch of {count} messages is malformed: {exc}") from exc
-
-
-def _walk(info: EntryInfo, base_sequence: int, data: bytes, count: int) -> MessageColumns:  # noqa: PLR0912, PLR0915
-    view = memoryview(data)
-    end_of_batch = len(data)
-    chunks: list[memoryview] = []
-    lengths: list[int] = []
-    keys: list[bytes | None] = []
-    props: list[Properties] = []
-    events: list[int] = []
-    sequences: list[int] = []
-    nulls: list[bool] = []
-    dropped: list[int] = []
-    pos = 0
-    for index in range(count):
-        p = pos + 4
-        end = p + int.from_bytes(data[pos:p], "big")
-        key: bytes | None = None
-        key_b64 = null_key = null_value = False
-        pairs: Properties = ()
-        event = size = 0
-        sequence = base_sequence + index
-        while p < end:
-            tag = data[p]
-            p += 1
-            if tag & 0x80:  # field 16 and up: a multi-byte tag, never a field read here
-                tag &= 0x7F
-                shift = 7
-                while True:
-                    byte = data[p]
-                    p += 1
-                    tag |= (byte & 0x7F) << shift
-                    if not byte & 0x80:
-                        break
-                    shift += 7
-            wire_type = tag & 7
-            if wire_type == 0:
-                value = data[p]
-                p += 1
-                if value & 0x80:
-                    value &= 0x7F
-                    shift = 7
-                    while True:
-                        byte = data[p]
-                        p += 1
-                        value |= (byte & 0x7F) << shift
-                        if not byte & 0x80:
-                            break
-                        shift += 7
-                if tag == _TAG_PAYLOAD_SIZE:
-                    size = value
-                elif tag == _TAG_SEQUENCE_ID:
-                    sequence = value
-                elif tag == _TAG_EVENT_TIME:
-                    event = value
-                elif tag == _TAG_NULL_VALUE:
-                    null_value = value != 0
-                elif tag == _TAG_KEY_B64:
-                    key_b64 = value != 0
-                elif tag == _TAG_NULL_KEY:
-                    null_key = value != 0
-                elif tag == _TAG_COMPACTED_OUT and value:
-                    dropped.append(index)
-            elif wire_type == 2:
-                length = data[p]
-                p += 1
-                if length & 0x80:
-                    length &= 0x7F
-                    shift = 7
-                    while True:
-                        byte = data[p]
-                        p += 1
-                        length |= (byte & 0x7F) << shift
-                        if not byte & 0x80:
-                            break
-                        shift += 7
-                if tag == _TAG_KEY:
-                    key = data[p : p + length]
-                elif tag == _TAG_PROPERTY:
-                    pairs = (*pairs, _key_value(data[p : p + length]))
-                p += length
-            elif wire_type == 5:
-                p += 4
-            elif wire_type == 1:
-                p += 8
-            else:
-                raise ValueError(f"wire type {wire_type} in a SingleMessageMetadata")
-        if p != end or end + size > end_of_batch:
-            raise ValueError("a message runs past the end of its batch")
-        if null_value:
-            lengths.append(0)
-        else:
-            chunks.append(view[end : end + size])
-            lengths.append(size)
-        if key is not None and not null_key:
-            keys.append(message_key(key, True, True) if key_b64 else key)
-        else:
-            keys.append(None)
-        props.append(pairs)
-        events.append(event)
-        sequences.append(sequence)
-        nulls.append(null_value)
-        pos = end + size
-    offsets = np.zeros(count + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    columns = MessageColumns(
-        entry=info,
-        count=count,
-        batch_index=np.arange(count, dtype=np.int32),
-        values=b"".join(chunks),
-        value_offsets=offsets,
-        null_value=np.array(nulls) if any(nulls) else None,
-        key=keys if any(k is not None for k in keys) else None,
-        properties=props if any(props) else None,
-        event_time=np.array(events, dtype=np.int64),
-        sequence_id=np.array(sequences, dtype=np.uint64).astype(np.int64),
-    )
-    if not dropped:
-        return columns
-    keep = np.setdiff1d(np.arange(count), dropped)
-    return columns.take(keep)
+        smm.ParseFromString(raw)
+    except DecodeError as exc:
+        raise CorruptPayloadError("a SingleMessageMetadata in a batch does not parse") from exc
+    return smm

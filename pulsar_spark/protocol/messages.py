@@ -1,12 +1,14 @@
 """Columnar messages: what one entry (or several) decodes to.
 
 The decoder never builds one Python object per message. It returns :class:`MessageColumns`:
-values concatenated in one ``bytes`` with an offsets array, and one array or list per
-metadata field. The Arrow layer wraps these without touching each message again.
+one array per metadata field, and the variable-length fields (values, keys, property names and
+values) as :class:`Spans`, (start, length) pairs that point into the bytes the entry was decoded
+from. Nothing is copied until the Arrow layer lays each column out once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy.typing as npt
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
+IndexArray = npt.NDArray[np.intp]
 Properties = tuple[tuple[str, str], ...]
 
 
@@ -31,60 +34,142 @@ class EntryInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Spans:
+    """Byte strings that are slices of one buffer: string i is
+    ``buffer[starts[i] : starts[i] + lengths[i]]``.
+
+    ``valid`` is None when every string is present; a missing one (null) has length 0.
+    """
+
+    buffer: bytes
+    starts: Int64Array
+    lengths: Int64Array
+    valid: BoolArray | None = None
+
+    @classmethod
+    def of(cls, items: Sequence[bytes | None]) -> Spans:
+        """Spans over a new buffer holding ``items`` end to end (None: null)."""
+        lengths = np.fromiter((len(i) if i is not None else 0 for i in items), np.int64, len(items))
+        starts = np.zeros(len(items), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        absent = [i is None for i in items]
+        return cls(
+            buffer=b"".join(i for i in items if i is not None),
+            starts=starts,
+            lengths=lengths,
+            valid=~np.array(absent, dtype=np.bool_) if any(absent) else None,
+        )
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def total(self) -> int:
+        """The bytes of all strings together."""
+        return int(self.lengths.sum())
+
+    def slice(self, start: int, stop: int) -> Spans:
+        return Spans(
+            self.buffer,
+            self.starts[start:stop],
+            self.lengths[start:stop],
+            None if self.valid is None else self.valid[start:stop],
+        )
+
+    def take(self, rows: IndexArray) -> Spans:
+        return Spans(
+            self.buffer,
+            self.starts[rows],
+            self.lengths[rows],
+            None if self.valid is None else self.valid[rows],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyColumns:
+    """The properties of ``len(offsets) - 1`` messages: message i has the pairs
+    ``offsets[i]`` to ``offsets[i+1]`` of ``names`` and ``values`` (UTF-8, as sent)."""
+
+    offsets: Int64Array
+    names: Spans
+    values: Spans
+
+    @classmethod
+    def of(cls, rows: Sequence[Properties]) -> PropertyColumns:
+        counts = np.fromiter(map(len, rows), np.int64, len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        pairs = [pair for row in rows for pair in row]
+        return cls(
+            offsets=offsets,
+            names=Spans.of([name.encode() for name, _ in pairs]),
+            values=Spans.of([value.encode() for _, value in pairs]),
+        )
+
+    def slice(self, start: int, stop: int) -> PropertyColumns:
+        offsets = self.offsets[start : stop + 1]
+        first, last = int(offsets[0]), int(offsets[-1])
+        return PropertyColumns(
+            offsets - first, self.names.slice(first, last), self.values.slice(first, last)
+        )
+
+    def take(self, rows: IndexArray) -> PropertyColumns:
+        pairs, offsets = ranges(self.offsets[rows], self.offsets[rows + 1])
+        return PropertyColumns(offsets, self.names.take(pairs), self.values.take(pairs))
+
+
+def ranges(starts: Int64Array, stops: Int64Array) -> tuple[IndexArray, Int64Array]:
+    """The indices ``starts[i]`` to ``stops[i]`` (exclusive) for every i, end to end, and the
+    offsets at which each range begins in them."""
+    counts = stops - starts
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    indices = np.arange(int(offsets[-1]), dtype=np.intp) + np.repeat(starts - offsets[:-1], counts)
+    return indices, offsets
+
+
+@dataclass(frozen=True, slots=True)
 class MessageColumns:
     """The messages of one entry, column by column; ``count`` rows in every column.
 
-    ``values[value_offsets[i]:value_offsets[i+1]]`` is message i's payload. ``batch_index`` is -1
-    for a message that was not batched. ``event_time`` is 0 where the producer set none. A
-    ``None`` column means "the same for every row": no keys, no properties, no null values.
+    ``batch_index`` is -1 for a message that was not batched. ``event_time`` is 0 where the
+    producer set none. ``values.valid`` marks null values. ``key`` and ``properties`` are None
+    when no message of the entry has one.
     """
 
     entry: EntryInfo
     count: int
     batch_index: Int32Array
-    values: bytes
-    value_offsets: Int32Array
-    null_value: BoolArray | None
-    key: list[bytes | None] | None
-    properties: list[Properties] | None
+    values: Spans
+    key: Spans | None
+    properties: PropertyColumns | None
     event_time: Int64Array
     sequence_id: Int64Array
 
     def slice(self, start: int, stop: int) -> MessageColumns:
-        """Rows ``start`` to ``stop`` (exclusive), sharing the value bytes where possible."""
+        """Rows ``start`` to ``stop`` (exclusive)."""
         if start == 0 and stop == self.count:
             return self
-        offsets = self.value_offsets[start : stop + 1]
-        base = int(offsets[0])
         return MessageColumns(
             entry=self.entry,
             count=stop - start,
             batch_index=self.batch_index[start:stop],
-            values=self.values[base : int(offsets[-1])],
-            value_offsets=offsets - base,
-            null_value=None if self.null_value is None else self.null_value[start:stop],
-            key=None if self.key is None else self.key[start:stop],
-            properties=None if self.properties is None else self.properties[start:stop],
+            values=self.values.slice(start, stop),
+            key=None if self.key is None else self.key.slice(start, stop),
+            properties=None if self.properties is None else self.properties.slice(start, stop),
             event_time=self.event_time[start:stop],
             sequence_id=self.sequence_id[start:stop],
         )
 
-    def take(self, rows: npt.NDArray[np.intp]) -> MessageColumns:
+    def take(self, rows: IndexArray) -> MessageColumns:
         """Only the given rows, in the given order."""
-        offsets = self.value_offsets
-        values = b"".join(self.values[offsets[i] : offsets[i + 1]] for i in rows)
-        lengths = (offsets[1:] - offsets[:-1])[rows]
-        new_offsets = np.zeros(len(rows) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=new_offsets[1:])
         return MessageColumns(
             entry=self.entry,
             count=len(rows),
             batch_index=self.batch_index[rows],
-            values=values,
-            value_offsets=new_offsets,
-            null_value=None if self.null_value is None else self.null_value[rows],
-            key=None if self.key is None else [self.key[i] for i in rows],
-            properties=None if self.properties is None else [self.properties[i] for i in rows],
+            values=self.values.take(rows),
+            key=None if self.key is None else self.key.take(rows),
+            properties=None if self.properties is None else self.properties.take(rows),
             event_time=self.event_time[rows],
             sequence_id=self.sequence_id[rows],
         )

@@ -20,6 +20,7 @@ import pulsar
 import pytest
 from broker_proxy import ApacheAnswers, BrokerProxy
 from support.clients import settings_for
+from support.decoding import strings
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
@@ -118,11 +119,7 @@ def values_of(reader: RangeReader, on_entry: Callable[[int], None]) -> list[byte
     """Every value the reader yields, calling ``on_entry(entries so far)`` after each entry."""
     values: list[bytes] = []
     for entries, columns in enumerate(reader, start=1):
-        offsets = columns.value_offsets
-        values += [
-            bytes(columns.values[int(offsets[i]) : int(offsets[i + 1])])
-            for i in range(columns.count)
-        ]
+        values += [value or b"" for value in strings(columns.values)]
         on_entry(entries)
     return values
 

@@ -19,6 +19,7 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.messages import MessageColumns
+from support.decoding import properties_row, strings
 
 KEYS = ["plain-key", "ключ-кириллица", "鍵-漢字", "🔑🚀", None]
 """Partition keys in several scripts, and none."""
@@ -138,10 +139,10 @@ def publish(
 def columns_rows(columns: MessageColumns) -> list[Row]:
     """Every message of decoded columns as a :class:`Row`."""
     out = []
+    values = strings(columns.values)
+    keys = [None] * columns.count if columns.key is None else strings(columns.key)
     for i in range(columns.count):
-        null = columns.null_value is not None and bool(columns.null_value[i])
-        start, stop = int(columns.value_offsets[i]), int(columns.value_offsets[i + 1])
-        props = () if columns.properties is None else columns.properties[i]
+        props = () if columns.properties is None else properties_row(columns.properties, i)
         assert len(dict(props)) == len(props)
         out.append(
             Row(
@@ -149,8 +150,8 @@ def columns_rows(columns: MessageColumns) -> list[Row]:
                 entry=columns.entry.entry_id,
                 batch_index=int(columns.batch_index[i]),
                 partition=columns.entry.partition,
-                value=None if null else columns.values[start:stop],
-                key=None if columns.key is None else columns.key[i],
+                value=values[i],
+                key=keys[i],
                 properties=dict(props),
                 event_time=int(columns.event_time[i]),
                 sequence_id=int(columns.sequence_id[i]),

@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 
 from pulsar_spark.arrow.decode import RecordBatchBuilder, record_batches, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
+from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 
 # The documented schema, written out by hand: parsing SCHEMA_DDL with Spark needs a running
 # session, and a hand-written copy also catches an accidental change to the DDL.
@@ -143,21 +143,15 @@ def columns(
 ) -> MessageColumns:
     """The columns of one entry; a None value is a null value."""
     count = len(values)
-    lengths = [0 if v is None else len(v) for v in values]
-    offsets = np.zeros(count + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    nulls = [v is None for v in values]
     return MessageColumns(
         entry=entry,
         count=count,
         batch_index=(
             np.arange(count, dtype=np.int32) if batched else np.full(count, -1, dtype=np.int32)
         ),
-        values=b"".join(v for v in values if v is not None),
-        value_offsets=offsets,
-        null_value=np.array(nulls, dtype=np.bool_) if any(nulls) else None,
-        key=keys,
-        properties=properties,
+        values=Spans.of(values),
+        key=None if keys is None else Spans.of(keys),
+        properties=None if properties is None else PropertyColumns.of(properties),
         event_time=np.array(event_time or [0] * count, dtype=np.int64),
         sequence_id=np.array(sequence_id or list(range(count)), dtype=np.int64),
     )
@@ -377,6 +371,42 @@ def test_sliced_and_taken_columns() -> None:
     ]
     assert [r["properties"] for r in rows] == [[], [("c", "3")], [("a", "1")], []]
     assert [r["eventTime"] for r in rows] == [ts(2), ts(3), ts(1), None]
+
+
+def test_rows_taken_out_of_order_and_repeated() -> None:
+    whole = columns(
+        info(6),
+        [b"a" * 20, b"bb", None],
+        keys=[b"k0", None, b"k2-is-longer-than-twelve"],
+        properties=[(("p", "0"),), (("p", "1"), ("q", "x" * 30)), ()],
+    )
+    taken = whole.take(np.array([2, 0, 2, 1], dtype=np.intp))
+    rows = check(to_record_batch([taken], TOPIC, 2))
+    assert [(r["value"], r["key"], r["properties"]) for r in rows] == [
+        (None, b"k2-is-longer-than-twelve", []),
+        (b"a" * 20, b"k0", [("p", "0")]),
+        (None, b"k2-is-longer-than-twelve", []),
+        (b"bb", None, [("p", "1"), ("q", "x" * 30)]),
+    ]
+
+
+def test_properties_that_are_not_utf8_are_read_as_java_reads_them() -> None:
+    entry = MessageColumns(
+        entry=info(7),
+        count=2,
+        batch_index=np.arange(2, dtype=np.int32),
+        values=Spans.of([b"v0", b"v1"]),
+        key=None,
+        properties=PropertyColumns(
+            offsets=np.array([0, 1, 2], dtype=np.int64),
+            names=Spans.of([b"ok", b"bad\xff"]),
+            values=Spans.of([b"caf\xc3\xa9", b"\xc3(x"]),
+        ),
+        event_time=np.zeros(2, dtype=np.int64),
+        sequence_id=np.arange(2, dtype=np.int64),
+    )
+    rows = check(to_record_batch([entry], TOPIC, 2))
+    assert [r["properties"] for r in rows] == [[("ok", "café")], [("bad\ufffd", "\ufffd(x")]]
 
 
 # --- record_batches ----------------------------------------------------------------------------

@@ -12,11 +12,16 @@ from support.decoding import (
     both_paths,
     check_shape,
     general_only,
+    joined_values,
+    keys_of,
+    null_values,
     outer,
+    properties_of,
     record,
     row,
     rows,
     smm,
+    value_offsets,
 )
 
 from pulsar_spark.protocol.decode import decode_entry, is_batch
@@ -32,9 +37,9 @@ def test_uniform_batch_with_sequence_ids() -> None:
     assert columns.entry is INFO
     assert columns.count == 8
     assert rows(columns) == [row(i, values[i], seq=500 + i) for i in range(8)]
-    assert columns.values == b"".join(values)
-    assert columns.value_offsets.tolist() == [9 * i for i in range(9)]
-    assert columns.null_value is None
+    assert joined_values(columns) == b"".join(values)
+    assert value_offsets(columns) == [9 * i for i in range(9)]
+    assert null_values(columns) is None
     assert columns.key is None
     assert columns.properties is None
 
@@ -71,8 +76,8 @@ def test_uniform_batch_with_shared_key_properties_and_event_time() -> None:
     assert rows(columns) == [
         row(i, b"v-%02d" % i, key=b"same", props=props, event_time=123456, seq=i) for i in range(5)
     ]
-    assert columns.key == [b"same"] * 5
-    assert columns.properties == [props] * 5
+    assert keys_of(columns) == [b"same"] * 5
+    assert properties_of(columns) == [props] * 5
 
 
 def test_uniform_batch_with_shared_base64_key() -> None:
@@ -84,22 +89,22 @@ def test_uniform_batch_with_shared_base64_key() -> None:
         )
     )
     columns = both_paths(outer(num_messages_in_batch=3, sequence_id=0), payload)
-    assert columns.key == [b"\x01\x02\x03"] * 3
+    assert keys_of(columns) == [b"\x01\x02\x03"] * 3
 
 
 def test_uniform_batch_of_null_values() -> None:
     payload = batch(*((smm(payload_size=0, null_value=True, sequence_id=i), b"") for i in range(4)))
     columns = both_paths(outer(num_messages_in_batch=4), payload)
-    assert columns.values == b""
-    assert columns.value_offsets.tolist() == [0, 0, 0, 0, 0]
-    assert columns.null_value is not None and columns.null_value.tolist() == [True] * 4
+    assert joined_values(columns) == b""
+    assert value_offsets(columns) == [0, 0, 0, 0, 0]
+    assert null_values(columns) == [True] * 4
     assert rows(columns) == [row(i, None, seq=i) for i in range(4)]
 
 
 def test_uniform_batch_of_empty_values() -> None:
     payload = batch(*((smm(payload_size=0, sequence_id=i), b"") for i in range(3)))
     columns = both_paths(outer(num_messages_in_batch=3), payload)
-    assert columns.null_value is None
+    assert null_values(columns) is None
     assert rows(columns) == [row(i, b"", seq=i) for i in range(3)]
 
 
@@ -118,7 +123,7 @@ def test_large_uniform_batch() -> None:
         *((smm(payload_size=100, sequence_id=2_000_000 + i), v) for i, v in enumerate(values))
     )
     columns = both_paths(outer(num_messages_in_batch=1000), payload)
-    assert columns.values == b"".join(values)
+    assert joined_values(columns) == b"".join(values)
     assert columns.sequence_id.tolist() == list(range(2_000_000, 2_001_000))
     assert columns.batch_index.tolist() == list(range(1000))
 
@@ -149,8 +154,8 @@ def test_varying_payload_sizes() -> None:
     payload = batch(*((smm(payload_size=len(v), sequence_id=i), v) for i, v in enumerate(values)))
     columns = general_only(outer(num_messages_in_batch=5), payload)
     assert rows(columns) == [row(i, v, seq=i) for i, v in enumerate(values)]
-    assert columns.value_offsets.tolist() == [0, 0, 1, 3, 303, 310]
-    assert columns.values == b"".join(values)
+    assert value_offsets(columns) == [0, 0, 1, 3, 303, 310]
+    assert joined_values(columns) == b"".join(values)
 
 
 def test_varying_keys_of_equal_length() -> None:
@@ -158,7 +163,7 @@ def test_varying_keys_of_equal_length() -> None:
         *((smm(payload_size=1, partition_key=f"k{i}", sequence_id=i), b"v") for i in range(4))
     )
     columns = general_only(outer(num_messages_in_batch=4), payload)
-    assert columns.key == [b"k0", b"k1", b"k2", b"k3"]
+    assert keys_of(columns) == [b"k0", b"k1", b"k2", b"k3"]
     assert rows(columns) == [row(i, b"v", key=f"k{i}".encode(), seq=i) for i in range(4)]
 
 
@@ -171,7 +176,7 @@ def test_mixed_keys_some_missing_some_base64() -> None:
         (smm(payload_size=1, partition_key="", sequence_id=4), b"4"),
     )
     columns = general_only(outer(num_messages_in_batch=5, sequence_id=900), payload)
-    assert columns.key == [b"plain", None, b"\x00\xff", None, b""]
+    assert keys_of(columns) == [b"plain", None, b"\x00\xff", None, b""]
     assert columns.sequence_id.tolist() == [0, 1, 902, 3, 4]
 
 
@@ -182,7 +187,7 @@ def test_per_message_properties_and_event_times() -> None:
         (smm(payload_size=2, properties={"i": "2"}, event_time=30, sequence_id=2), b"m2"),
     )
     columns = general_only(outer(num_messages_in_batch=3), payload)
-    assert columns.properties == [(("i", "0"), ("x", "y")), (), (("i", "2"),)]
+    assert properties_of(columns) == [(("i", "0"), ("x", "y")), (), (("i", "2"),)]
     assert columns.event_time.tolist() == [10, 0, 30]
     assert rows(columns) == [
         row(0, b"m0", props=(("i", "0"), ("x", "y")), event_time=10, seq=0),
@@ -208,7 +213,7 @@ def test_properties_without_any_per_message_values_are_none() -> None:
     columns = general_only(outer(num_messages_in_batch=2), payload)
     assert columns.properties is None
     assert columns.key is None
-    assert columns.null_value is None
+    assert null_values(columns) is None
 
 
 def test_compacted_out_messages_are_dropped() -> None:
@@ -221,8 +226,8 @@ def test_compacted_out_messages_are_dropped() -> None:
     columns = general_only(outer(num_messages_in_batch=4), payload)
     assert columns.count == 2
     assert columns.batch_index.tolist() == [0, 2]
-    assert columns.values == b"m0m22"
-    assert columns.value_offsets.tolist() == [0, 2, 5]
+    assert joined_values(columns) == b"m0m22"
+    assert value_offsets(columns) == [0, 2, 5]
     assert rows(columns) == [
         row(0, b"m0", key=b"a", seq=0),
         row(2, b"m22", key=b"c", seq=2),
@@ -246,7 +251,7 @@ def test_every_message_compacted_out() -> None:
     columns = decode_entry(INFO, outer(num_messages_in_batch=3), payload)
     check_shape(columns)
     assert columns.count == 0
-    assert columns.values == b""
+    assert joined_values(columns) == b""
     assert rows(columns) == []
 
 
@@ -258,10 +263,9 @@ def test_null_values_inside_a_batch() -> None:
         (smm(payload_size=2, sequence_id=3), b"v3"),
     )
     columns = general_only(outer(num_messages_in_batch=4), payload)
-    assert columns.null_value is not None
-    assert columns.null_value.tolist() == [False, True, False, False]
-    assert columns.values == b"v0v3"
-    assert columns.value_offsets.tolist() == [0, 2, 2, 2, 4]
+    assert null_values(columns) == [False, True, False, False]
+    assert joined_values(columns) == b"v0v3"
+    assert value_offsets(columns) == [0, 2, 2, 2, 4]
     assert rows(columns) == [
         row(0, b"v0", seq=0),
         row(1, None, seq=1),

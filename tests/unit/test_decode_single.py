@@ -6,7 +6,18 @@ from __future__ import annotations
 import base64
 
 import pytest
-from support.decoding import INFO, check_shape, outer, row, rows
+from support.decoding import (
+    INFO,
+    check_shape,
+    joined_values,
+    keys_of,
+    null_values,
+    outer,
+    properties_of,
+    row,
+    rows,
+    value_offsets,
+)
 
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
@@ -27,11 +38,11 @@ def test_single_message_every_field() -> None:
     assert columns.entry is INFO
     assert columns.count == 1
     assert columns.batch_index.tolist() == [-1]
-    assert columns.values == b"hello world"
-    assert columns.value_offsets.tolist() == [0, 11]
-    assert columns.null_value is None
-    assert columns.key == [b"user-42"]
-    assert columns.properties == [(("a", "1"), ("b", "2"))]
+    assert joined_values(columns) == b"hello world"
+    assert value_offsets(columns) == [0, 11]
+    assert null_values(columns) is None
+    assert keys_of(columns) == [b"user-42"]
+    assert properties_of(columns) == [(("a", "1"), ("b", "2"))]
     assert columns.event_time.tolist() == [1_690_000_000_000]
     assert columns.sequence_id.tolist() == [77]
 
@@ -40,18 +51,18 @@ def test_single_message_without_optional_fields() -> None:
     columns = decode_entry(INFO, outer(sequence_id=0), b"")
     check_shape(columns)
     assert rows(columns) == [row(-1, b"", seq=0)]
-    assert columns.null_value is None
+    assert null_values(columns) is None
     assert columns.key is None
     assert columns.properties is None
-    assert columns.value_offsets.tolist() == [0, 0]
+    assert value_offsets(columns) == [0, 0]
 
 
 def test_single_null_value() -> None:
     columns = decode_entry(INFO, outer(null_value=True, partition_key="nk"), b"")
     check_shape(columns)
-    assert columns.values == b""
-    assert columns.value_offsets.tolist() == [0, 0]
-    assert columns.null_value is not None and columns.null_value.tolist() == [True]
+    assert joined_values(columns) == b""
+    assert value_offsets(columns) == [0, 0]
+    assert null_values(columns) == [True]
     assert rows(columns) == [row(-1, None, key=b"nk", seq=1000)]
 
 
@@ -63,12 +74,12 @@ def test_single_null_partition_key() -> None:
 
 def test_single_empty_string_key_is_not_null() -> None:
     columns = decode_entry(INFO, outer(partition_key=""), b"v")
-    assert columns.key == [b""]
+    assert keys_of(columns) == [b""]
 
 
 def test_single_unicode_key_is_utf8() -> None:
     columns = decode_entry(INFO, outer(partition_key="ключ-鍵-🔑"), b"v")
-    assert columns.key == ["ключ-鍵-🔑".encode()]
+    assert keys_of(columns) == ["ключ-鍵-🔑".encode()]
 
 
 def test_single_base64_key_is_decoded() -> None:
@@ -77,7 +88,7 @@ def test_single_base64_key_is_decoded() -> None:
         partition_key=base64.b64encode(raw_key).decode(), partition_key_b64_encoded=True
     )
     columns = decode_entry(INFO, metadata, b"v")
-    assert columns.key == [raw_key]
+    assert keys_of(columns) == [raw_key]
 
 
 def test_single_invalid_base64_key_is_corrupt() -> None:

@@ -19,8 +19,18 @@ from typing import Any
 
 import crc32c
 import pytest
+from support.decoding import (
+    assert_same_columns,
+    joined_values,
+    keys_of,
+    null_values,
+    properties_of,
+    value_offsets,
+)
 
 from pulsar_spark.protocol import compression, decode, pb
+from pulsar_spark.protocol.batch_fields import to_columns
+from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
 from pulsar_spark.protocol.framing import Frame, FrameDecoder
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
@@ -259,18 +269,21 @@ def check_columns(golden: Golden, columns: MessageColumns) -> None:
     expected_index = list(range(n)) if golden.batched else [-1]
     assert columns.batch_index.tolist() == expected_index
     values = [m.value for m in golden.messages]
-    assert columns.values == b"".join(v or b"" for v in values)
+    assert joined_values(columns) == b"".join(v or b"" for v in values)
     offsets = [0]
     for v in values:
         offsets.append(offsets[-1] + len(v or b""))
-    assert columns.value_offsets.tolist() == offsets
+    assert value_offsets(columns) == offsets
     if golden.null_value:
-        assert columns.null_value is not None and columns.null_value.tolist() == [True]
+        assert null_values(columns) == [True]
     else:
-        assert columns.null_value is None
-    assert columns.key == [m.key.encode() if m.key is not None else None for m in golden.messages]
+        assert null_values(columns) is None
+    assert keys_of(columns) == [
+        m.key.encode() if m.key is not None else None for m in golden.messages
+    ]
     props = [m.properties for m in golden.messages]
-    assert columns.properties == (props if any(props) else None)
+    assert properties_of(columns) == [tuple(p) for p in props]
+    assert (columns.properties is None) == (not any(props))
     assert columns.event_time.tolist() == [m.event_time for m in golden.messages]
     assert columns.sequence_id.tolist() == list(range(n))
 
@@ -385,12 +398,8 @@ def test_batch_records(file: str) -> None:
     # per-message keys differ, so the general path decoded it; check against a direct walk
     count = section.metadata.num_messages_in_batch
     assert decode._uniform_batch(columns.entry, section.metadata, raw, count) is None
-    walked = decode._walk_batch(columns.entry, section.metadata, raw, count)
-    assert walked.values == columns.values
-    assert walked.key == columns.key
-    assert walked.properties == columns.properties
-    assert walked.sequence_id.tolist() == columns.sequence_id.tolist()
-    assert walked.event_time.tolist() == columns.event_time.tolist()
+    walked = to_columns(columns.entry, raw, walk_batch(raw, count, section.metadata.sequence_id))
+    assert_same_columns(walked, columns)
 
 
 def test_conftest_golden_frame_fixture(golden_frame: Callable[[str], bytes]) -> None:

@@ -1,0 +1,118 @@
+"""What a batch decoder finds in a batch's records, and how that becomes :class:`MessageColumns`.
+
+Two decoders read batches (:mod:`batch_walk` message by message, :mod:`batch_scan` all messages
+at once with numpy); both fill a :class:`BatchFields` with positions into the batch's bytes and
+the numeric fields, and :func:`to_columns` applies the rules once: null values and keys, base64
+keys, compacted-out messages, batch indexes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+import numpy as np
+
+from pulsar_spark.errors import CorruptPayloadError
+from pulsar_spark.protocol.messages import (
+    BoolArray,
+    EntryInfo,
+    Int64Array,
+    MessageColumns,
+    PropertyColumns,
+    Spans,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFields:
+    """Per message of a batch (arrays of ``count``), positions relative to the batch's bytes.
+
+    Properties: message i has pairs ``property_offsets[i]`` to ``property_offsets[i+1]``.
+    """
+
+    value_start: Int64Array
+    value_length: Int64Array
+    null_value: BoolArray
+    key_start: Int64Array
+    key_length: Int64Array
+    has_key: BoolArray
+    key_b64: BoolArray
+    null_key: BoolArray
+    event_time: Int64Array
+    sequence_id: Int64Array  # as sent (uint64), reinterpreted as int64
+    compacted_out: BoolArray
+    property_offsets: Int64Array
+    name_start: Int64Array
+    name_length: Int64Array
+    item_start: Int64Array
+    item_length: Int64Array
+
+
+def message_key(
+    partition_key: str | bytes, present: bool, b64: bool, null_key: bool = False
+) -> bytes | None:
+    """The key column for a message: UTF-8 of a string key, decoded bytes of a base64 key.
+
+    A key that is not valid UTF-8 arrives as bytes and is kept as it was sent."""
+    if not present or null_key:
+        return None
+    raw = partition_key if isinstance(partition_key, bytes) else partition_key.encode()
+    if not b64:
+        return raw
+    try:
+        return base64.b64decode(raw, validate=True)
+    except binascii.Error as exc:
+        raise CorruptPayloadError(f"partition key {partition_key!r} is not valid base64") from exc
+
+
+def to_columns(info: EntryInfo, data: bytes, fields: BatchFields) -> MessageColumns:
+    """The columns of a batch whose records are described by ``fields``."""
+    count = len(fields.value_start)
+    null_value = fields.null_value
+    values = Spans(
+        data,
+        fields.value_start,
+        np.where(null_value, 0, fields.value_length),
+        ~null_value if null_value.any() else None,
+    )
+    columns = MessageColumns(
+        entry=info,
+        count=count,
+        batch_index=np.arange(count, dtype=np.int32),
+        values=values,
+        key=_keys(data, fields),
+        properties=_properties(data, fields),
+        event_time=fields.event_time,
+        sequence_id=fields.sequence_id,
+    )
+    if not fields.compacted_out.any():
+        return columns
+    return columns.take(np.flatnonzero(~fields.compacted_out))
+
+
+def _keys(data: bytes, fields: BatchFields) -> Spans | None:
+    present = fields.has_key & ~fields.null_key
+    if not present.any():
+        return None
+    if (fields.key_b64 & present).any():
+        return Spans.of([_key(data, fields, i, bool(p)) for i, p in enumerate(present)])
+    lengths = np.where(present, fields.key_length, 0)
+    return Spans(data, fields.key_start, lengths, None if present.all() else present)
+
+
+def _key(data: bytes, fields: BatchFields, index: int, present: bool) -> bytes | None:
+    start = int(fields.key_start[index])
+    raw = data[start : start + int(fields.key_length[index])]
+    return message_key(raw, present, bool(fields.key_b64[index]))
+
+
+def _properties(data: bytes, fields: BatchFields) -> PropertyColumns | None:
+    if not len(fields.name_start):
+        return None
+    return PropertyColumns(
+        offsets=fields.property_offsets,
+        names=Spans(data, fields.name_start, fields.name_length),
+        values=Spans(data, fields.item_start, fields.item_length),
+    )

@@ -1,0 +1,323 @@
+"""Reading every record of a batch at once, with numpy.
+
+How this works
+--------------
+Where record i+1 begins is known only once record i's SingleMessageMetadata (SMM) has been
+read: the record is ``[u32 size][SMM][payload]`` and the payload's size is inside the SMM. So a
+plain decoder loops over the messages in Python (:mod:`batch_walk`). This one does not:
+
+1. *Candidates.* A record begins with its SMM's size as a big-endian u32; SMMs are smaller than
+   64 KiB, so the u32 begins with two zero bytes, and the SMM's first byte is the tag of field
+   1, 2 or 3 (protobuf writers put fields in number order, and payload_size, field 3, is
+   required). numpy finds every offset that looks like that: all the records, and perhaps a
+   few places inside payloads.
+2. *Lockstep.* All candidates are read at once, one field per round: the tag, then a varint
+   (a number, or a string's length). A candidate drops out when its bytes are not an SMM whose
+   fields come in increasing number order (field 1, the properties, may repeat) and end
+   exactly at its size; a false candidate drops out within a round or two.
+3. *The chain.* Each remaining candidate names the next record: its start + 4 + SMM size +
+   payload_size. If exactly ``count`` remain, the first at 0, each naming the next and the last
+   the end of the batch, they are the batch. Otherwise the scan declines (returns None) and the
+   walk decodes the batch, with the same result: SMMs written out of order or over 64 KiB,
+   numbers over 2**56, or payloads that themselves look like a chain of records.
+4. *Properties.* Each KeyValue is a name (field 1) and a value (field 2), read the same way for
+   all properties at once; any other layout is also left to the walk.
+
+Only field positions and numbers come out (:class:`BatchFields`); nothing is copied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from pulsar_spark.protocol.batch_fields import BatchFields
+
+_U64 = npt.NDArray[np.uint64]
+_I64 = npt.NDArray[np.int64]
+_Index = npt.NDArray[np.intp]
+_Fields = tuple[_Index, npt.NDArray[np.uint8], _U64, _I64]  # candidate, tag, number, string start
+
+_PROPERTY = 0x0A  # field 1, a KeyValue; the one repeated field
+_KEY, _PAYLOAD_SIZE, _COMPACTED_OUT, _EVENT_TIME = 2, 3, 4, 5  # field numbers from here on
+_KEY_B64, _SEQUENCE_ID, _NULL_VALUE, _NULL_KEY = 6, 8, 9, 10
+_PAIR_NAME, _PAIR_VALUE = 0x0A, 0x12  # the tags of KeyValue.key and KeyValue.value
+_FIELDS = 16  # one-byte tags hold fields 1 to 15
+
+
+def _tag_tables() -> tuple[npt.NDArray[np.bool_], _I64, _I64, npt.NDArray[np.bool_]]:
+    """Lookup tables indexed by tag byte (``state * 256 + tag`` for the first).
+
+    - may the tag come next: a one-byte tag, varint or length-delimited, whose field number
+      exceeds the state (the last field number read; properties may repeat);
+    - the state after it, times 256;
+    - 1 for a length-delimited field, else 0;
+    - may an SMM begin with it: fields 1, 2 or 3 in field order.
+    """
+    tags = np.arange(256)
+    field, wire_type = tags >> 3, tags & 7
+    readable = (tags < 0x80) & (field > 0) & ((wire_type == 0) | (wire_type == 2))
+    state = np.arange(_FIELDS)[:, None]
+    may_follow = (readable & (field > state)).ravel()
+    after = np.where(readable, field - (field == 1), 0) * 256
+    opening = np.isin(tags, (0x0A, 0x12, 0x18))
+    return may_follow, after.astype(np.intp), (wire_type == 2).astype(np.int64), opening
+
+
+_MAY_FOLLOW, _STATE_AFTER, _LENGTH_DELIMITED, _OPENING = _tag_tables()
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
+_SQUEEZE = (
+    (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), _ONE),
+    (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), _TWO),
+    (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), _FOUR),
+)
+
+
+class _Bytes:
+    """The payload as bytes, and as the little-endian uint64 word at every offset up to the
+    last eight bytes (strided views, no copy)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.size = len(data)
+        self.u8 = np.frombuffer(data, dtype=np.uint8)
+        self.u64: _U64 = np.ndarray(shape=(self.size - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+    def varints(self, at: _I64) -> tuple[_U64, _I64 | int]:
+        """The varints that begin at offsets ``at``, and their lengths (0: longer than eight
+        bytes, which no field read here needs). Offsets past the end (where only a malformed
+        SMM reads) read the last byte."""
+        first = np.take(self.u8, at, mode="clip")
+        if (first < 0x80).all():
+            return first.astype(np.uint64), 1
+        last = self.size - 8
+        if at.max() <= last:
+            return _decode_words(self.u64[at])
+        # Some begin within the last eight bytes: shift the last word into place for them.
+        word_at = np.minimum(at, last)
+        past = np.minimum(at, self.size) - word_at
+        return _decode_words(self.u64[word_at] >> (past * 8).astype(np.uint64))
+
+
+def _decode_words(words: _U64) -> tuple[_U64, _I64]:
+    """The varint at the start of each word, and its length (0 when over eight bytes)."""
+    ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear
+    lowest = ends & (~ends + _ONE)
+    kept = words & ((lowest << _ONE) - _ONE) & _LOW_BITS
+    for low, high, shift in _SQUEEZE:  # 7-bit groups into 14, 28, then 56 contiguous bits
+        kept = (kept & low) | ((kept & high) >> shift)
+    lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
+    return kept, lengths
+
+
+def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | None:
+    """The fields of the ``count`` records in ``data``, or None to leave them to the walk."""
+    if len(data) < 8:
+        return None
+    raw = _Bytes(data)
+    starts = _candidates(raw)
+    if len(starts) < count:
+        return None
+    smm_end = starts + 4 + ((raw.u8[starts + 2].astype(np.int64) << 8) | raw.u8[starts + 3])
+    fields = _read_smms(raw, starts + 4, smm_end)
+    if fields is None:
+        return None
+    table = _FieldTable(fields, len(starts))
+    payload_size = table.number(_PAYLOAD_SIZE)
+    chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, count)
+    if chain is None:
+        return None
+    pairs = _pairs(raw, fields, chain, len(starts))
+    if pairs is None:
+        return None
+    offsets, name_start, name_length, item_start, item_length = pairs
+    sequence_id = np.where(
+        table.has(_SEQUENCE_ID)[chain],
+        table.number(_SEQUENCE_ID)[chain],
+        (np.arange(count, dtype=np.uint64) + np.uint64(base_sequence)).view(np.int64),
+    )
+    return BatchFields(
+        value_start=smm_end[chain],
+        value_length=payload_size[chain],
+        null_value=table.flag(_NULL_VALUE)[chain],
+        key_start=table.start(_KEY)[chain],
+        key_length=table.number(_KEY)[chain],
+        has_key=table.has(_KEY)[chain],
+        key_b64=table.flag(_KEY_B64)[chain],
+        null_key=table.flag(_NULL_KEY)[chain],
+        event_time=table.number(_EVENT_TIME)[chain],
+        sequence_id=sequence_id,
+        compacted_out=table.flag(_COMPACTED_OUT)[chain],
+        property_offsets=offsets,
+        name_start=name_start,
+        name_length=name_length,
+        item_start=item_start,
+        item_length=item_length,
+    )
+
+
+def _candidates(raw: _Bytes) -> _I64:
+    """Offsets that may begin a record: two zero bytes, two more (the SMM's size, not 0 and
+    within the batch), then the tag an SMM can begin with."""
+    end = raw.size - 4
+    if end <= 0:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(raw.u8[:end] == 0)
+    at = at[raw.u8[at + 1] == 0]
+    size = (raw.u8[at + 2].astype(np.int64) << 8) | raw.u8[at + 3]
+    plausible = (size > 0) & (at + 4 + size <= raw.size) & _OPENING[raw.u8[at + 4]]
+    found: _I64 = at[plausible].astype(np.int64)
+    return found
+
+
+_State = _Index | np.intp  # per candidate, or one for all: 256 x the last field number read
+
+
+def _read_smms(raw: _Bytes, begin: _I64, end: _I64) -> _Fields | None:
+    """Read all SMMs in lockstep, one field per round (see the module docstring). Returns
+    every field of the candidates whose bytes are an SMM; None when none are."""
+    parts: list[_Fields] = []
+    failed: list[_Index] = []
+    who = np.arange(len(begin), dtype=np.intp)
+    pos, stop = begin, end
+    state: _State = np.intp(0)
+    while len(who):
+        tag = raw.u8[pos]
+        value, length = raw.varints(pos + 1)
+        start = pos + 1 + length
+        following, allowed, state = _step(tag, value, start, state)
+        ok = allowed & (following <= stop)
+        if not isinstance(length, int):
+            ok &= length > 0
+        if not ok.all():
+            failed.append(who[~ok])
+        parts.append((who, tag, value, start))
+        going = ok & (following < stop)
+        if going.all():
+            pos = following
+            continue
+        kept = np.flatnonzero(going)
+        who, pos, stop = who[kept], following[kept], stop[kept]
+        if not isinstance(state, np.intp):
+            state = state[kept]
+    who, tag, value, start = (np.concatenate(column) for column in zip(*parts, strict=True))
+    if failed:
+        good = np.ones(len(begin), dtype=np.bool_)
+        good[np.concatenate(failed)] = False
+        if not good.any():
+            return None
+        keep = np.flatnonzero(good[who])
+        who, tag, value, start = who[keep], tag[keep], value[keep], start[keep]
+    return who, tag, value, start
+
+
+def _step(
+    tag: npt.NDArray[np.uint8], value: _U64, start: _I64, state: _State
+) -> tuple[_I64, npt.NDArray[np.bool_] | np.bool_, _State]:
+    """Where each field read this round ends, whether it may follow the last one, and the
+    state after it. Most rounds read the same field in every SMM: then with scalars."""
+    first = tag[0]
+    if (tag == first).all():
+        following = start + value.view(np.int64) if _LENGTH_DELIMITED[first] else start
+        return following, _MAY_FOLLOW[state + first], _STATE_AFTER[first]
+    following = start + value.view(np.int64) * _LENGTH_DELIMITED[tag]
+    return following, _MAY_FOLLOW[state + tag], _STATE_AFTER[tag]
+
+
+class _FieldTable:
+    """The last number and string start of every field 2 to 15 of every candidate (field 1,
+    the properties, repeats and is read by :func:`_pairs`)."""
+
+    def __init__(self, fields: _Fields, candidates: int) -> None:
+        who, tag, value, start = fields
+        cell = who * _FIELDS + (tag >> 3)
+        size = candidates * _FIELDS
+        self._number = np.zeros(size, dtype=np.int64)
+        self._number[cell] = value.view(np.int64)
+        self._start = np.zeros(size, dtype=np.int64)
+        self._start[cell] = start
+        self._has = np.zeros(size, dtype=np.bool_)
+        self._has[cell] = True
+
+    def number(self, field: int) -> _I64:
+        return self._number[field::_FIELDS]
+
+    def start(self, field: int) -> _I64:
+        return self._start[field::_FIELDS]
+
+    def has(self, field: int) -> npt.NDArray[np.bool_]:
+        return self._has[field::_FIELDS]
+
+    def flag(self, field: int) -> npt.NDArray[np.bool_]:
+        set_: npt.NDArray[np.bool_] = self.number(field) != 0
+        return set_
+
+
+def _chain(
+    starts: _I64, following: _I64, sized: npt.NDArray[np.bool_], end: int, count: int
+) -> _Index | None:
+    """The candidates that form the batch: read as SMMs with a payload size, ``count`` of
+    them, the first at 0, each one's ``following`` the next one's start, the last's the end."""
+    chain = np.flatnonzero(sized)
+    if len(chain) != count:
+        return None
+    begin, after = starts[chain], following[chain]
+    if begin[0] != 0 or after[-1] != end or not (after[:-1] == begin[1:]).all():
+        return None
+    return chain
+
+
+def _pairs(
+    raw: _Bytes, fields: _Fields, chain: _Index, candidates: int
+) -> tuple[_I64, _I64, _I64, _I64, _I64] | None:
+    """Per-message offsets into the properties, then where each name and value lies; None when
+    a KeyValue is not exactly a name then a value."""
+    who, tag, value, start = fields
+    count = len(chain)
+    found = np.flatnonzero(tag == _PROPERTY)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    if not len(found):
+        nothing = np.zeros(0, dtype=np.int64)
+        return offsets, nothing, nothing, nothing, nothing
+    if candidates == count:  # every candidate is a record: candidate i is message i
+        owner = who[found]
+    else:
+        row_of = np.full(candidates, -1, dtype=np.intp)
+        row_of[chain] = np.arange(count)
+        owner = row_of[who[found]]
+        found, owner = found[owner >= 0], owner[owner >= 0]
+    per_message = np.bincount(owner, minlength=count)
+    np.cumsum(per_message, out=offsets[1:])
+    found = found[_by_message(owner, per_message)]
+    begin = start[found]
+    end = begin + value[found].view(np.int64)
+    name = _string(raw, begin, end, _PAIR_NAME)
+    if name is None:
+        return None
+    item = _string(raw, name[0] + name[1], end, _PAIR_VALUE)
+    if item is None or not (item[0] + item[1] == end).all():
+        return None
+    return offsets, name[0], name[1], item[0], item[1]
+
+
+def _by_message(owner: _Index, per_message: _I64) -> _Index:
+    """The order that groups properties by message, keeping each message's in order. They were
+    read round by round: when every message has the same number, that is a transposition."""
+    same = per_message[0]
+    if len(owner) == same * len(per_message) and (per_message == same).all():
+        grouped: _Index = np.arange(len(owner)).reshape(same, len(per_message)).T.ravel()
+        return grouped
+    return np.argsort(owner, kind="stable")
+
+
+def _string(raw: _Bytes, at: _I64, end: _I64, tag: int) -> tuple[_I64, _I64] | None:
+    """Start and length of the string field with ``tag`` at each ``at``; None when one is
+    another field or runs past its ``end``."""
+    length, size = raw.varints(at + 1)
+    start = at + 1 + size
+    lengths = length.view(np.int64)
+    ok = (at < end) & (raw.u8[np.minimum(at, raw.size - 1)] == tag) & (start + lengths <= end)
+    if not isinstance(size, int):
+        ok &= size > 0
+    return (start, lengths) if ok.all() else None

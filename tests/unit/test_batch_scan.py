@@ -1,0 +1,203 @@
+"""The numpy batch scan against the record-by-record walk, on the same bytes.
+
+Where the scan reads a batch it must find exactly what the walk finds; where it cannot (SMMs out
+of field order, over 64 KiB, numbers over 2**56, corrupt bytes) it must decline, never guess.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import struct
+
+import pytest
+from support.decoding import (
+    INFO,
+    assert_same_fields,
+    batch,
+    outer,
+    properties_of,
+    record,
+    rows,
+    smm,
+    wire_field,
+    wire_varint,
+)
+
+from pulsar_spark.errors import CorruptPayloadError
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.batch_fields import BatchFields
+from pulsar_spark.protocol.batch_scan import scan_batch
+from pulsar_spark.protocol.batch_walk import walk_batch
+from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, decode_entry
+
+TEXT = "abcdefghijklmnopqrstuvwxyzé鍵🔑 "
+
+
+def random_text(rng: random.Random, longest: int) -> str:
+    return "".join(rng.choice(TEXT) for _ in range(rng.randint(0, longest)))
+
+
+def random_record(rng: random.Random, index: int) -> tuple[pb.SingleMessageMetadata, bytes]:
+    """One record with a random mix of every field the decoders read."""
+    size = rng.choice([0, 1, 5, 100, 127, 128, 300, 20_000])
+    value = bytes(rng.getrandbits(8) for _ in range(size))
+    if rng.random() < 0.2:
+        # a payload that looks like the start of a record: a false candidate for the scan
+        value = struct.pack(">I", 9) + b"\x0a\x07\x0a\x01a\x12\x01b\x18" + value
+    meta = smm(payload_size=len(value))
+    if rng.random() < 0.8:
+        meta.sequence_id = rng.choice([index, 1 << 20, (1 << 49) + index, 0])
+    if rng.random() < 0.7:
+        key = random_text(rng, 20).encode()
+        if rng.random() < 0.2:
+            meta.partition_key = base64.b64encode(key).decode()
+            meta.partition_key_b64_encoded = True
+        else:
+            meta.partition_key = key.decode()
+    if rng.random() < 0.1:
+        meta.null_partition_key = True
+    for _ in range(rng.choice([0, 0, 1, 2, 3])):
+        name = random_text(rng, 10)
+        item = random_text(rng, rng.choice([5, 40, 200]))
+        meta.properties.add(key=name, value=item)
+    if rng.random() < 0.5:
+        meta.event_time = 1_700_000_000_000 + rng.randint(0, 10**6)
+    if rng.random() < 0.1:
+        meta.null_value = True
+    if rng.random() < 0.1:
+        meta.compacted_out = True
+    if rng.random() < 0.1:
+        meta.ordering_key = b"ord"
+    return meta, value
+
+
+def random_batch(seed: int, count: int) -> bytes:
+    rng = random.Random(seed)
+    return batch(*(random_record(rng, i) for i in range(count)))
+
+
+def walked(data: bytes, count: int, base: int = 7) -> BatchFields | None:
+    try:
+        return walk_batch(data, count, base)
+    except CorruptPayloadError:
+        return None
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("count", [1, 2, SCAN_MIN_MESSAGES, 200])
+def test_scan_finds_what_the_walk_finds(seed: int, count: int) -> None:
+    data = random_batch(seed, count)
+    scanned = scan_batch(data, count, 7)
+    assert scanned is not None
+    assert_same_fields(scanned, walk_batch(data, count, 7))
+
+
+def test_decode_entry_uses_the_scan_from_the_threshold_on() -> None:
+    data = random_batch(99, SCAN_MIN_MESSAGES)
+    columns = decode_entry(INFO, outer(num_messages_in_batch=SCAN_MIN_MESSAGES), data)
+    rng = random.Random(99)
+    expected = [random_record(rng, i) for i in range(SCAN_MIN_MESSAGES)]
+    kept = [(i, m, v) for i, (m, v) in enumerate(expected) if not m.compacted_out]
+    assert columns.batch_index.tolist() == [i for i, _, _ in kept]
+    assert [r["value"] for r in rows(columns)] == [None if m.null_value else v for _, m, v in kept]
+    assert properties_of(columns) == [
+        tuple((p.key, p.value) for p in m.properties) for _, m, _ in kept
+    ]
+
+
+def test_sequence_ids_default_to_the_batch_sequence_id() -> None:
+    data = batch(*((smm(payload_size=1), b"x") for _ in range(20)))
+    scanned = scan_batch(data, 20, 2**63 + 5)
+    assert scanned is not None
+    assert scanned.sequence_id.view("uint64").tolist() == [2**63 + 5 + i for i in range(20)]
+
+
+def test_the_last_record_may_end_the_batch_with_its_metadata() -> None:
+    # an empty last payload: the scan reads varints in the batch's last eight bytes
+    data = batch(*((smm(payload_size=0, sequence_id=(1 << 40) + i), b"") for i in range(20)))
+    scanned = scan_batch(data, 20, 0)
+    assert scanned is not None
+    assert scanned.sequence_id.tolist() == [(1 << 40) + i for i in range(20)]
+
+
+def out_of_order_record(value: bytes) -> bytes:
+    """An SMM with sequence_id (8) before payload_size (3): legal protobuf, not field order."""
+    raw = wire_field(8, 0, wire_varint(5)) + wire_field(3, 0, wire_varint(len(value)))
+    return struct.pack(">I", len(raw)) + raw + value
+
+
+def unknown_field_record(number: int, wire_type: int, body: bytes) -> bytes:
+    raw = smm(payload_size=1).SerializeToString() + wire_field(number, wire_type, body)
+    return struct.pack(">I", len(raw)) + raw + b"u"
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        pytest.param(out_of_order_record(b"v"), id="fields-out-of-order"),
+        pytest.param(record(smm(payload_size=1, sequence_id=1 << 57), b"v"), id="9-byte-varint"),
+        pytest.param(unknown_field_record(20, 0, b"\x01"), id="two-byte-tag"),
+        pytest.param(unknown_field_record(12, 1, bytes(8)), id="fixed64-field"),
+        pytest.param(
+            record(smm(payload_size=1, properties={"big": "x" * 70_000}), b"v"), id="smm-over-64k"
+        ),
+    ],
+)
+def test_scan_declines_what_it_does_not_read_and_the_walk_reads_it(odd: bytes) -> None:
+    data = batch(*((smm(payload_size=1, sequence_id=i), b"a") for i in range(20))) + odd
+    assert scan_batch(data, 21, 0) is None
+    fields = walk_batch(data, 21, 0)
+    assert fields.value_length.tolist() == [1] * 21
+
+
+def test_unknown_fields_in_order_are_skipped_like_the_walk() -> None:
+    data = batch(*((smm(payload_size=1, sequence_id=i), b"a") for i in range(20)))
+    data += unknown_field_record(12, 0, wire_varint(300)) + unknown_field_record(13, 2, b"\x02hi")
+    scanned = scan_batch(data, 22, 0)
+    assert scanned is not None
+    assert_same_fields(scanned, walk_batch(data, 22, 0))
+
+
+def test_a_payload_holding_a_whole_batch_is_not_mistaken_for_records() -> None:
+    inner = batch(*((smm(payload_size=2, sequence_id=i), b"in") for i in range(20)))
+    data = batch(*((smm(payload_size=len(inner), sequence_id=i), inner) for i in range(20)))
+    scanned = scan_batch(data, 20, 0)
+    walk = walk_batch(data, 20, 0)
+    assert walk.value_length.tolist() == [len(inner)] * 20
+    if scanned is not None:
+        assert_same_fields(scanned, walk)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_corrupt_batches_are_declined_or_read_as_the_walk_reads_them(seed: int) -> None:
+    rng = random.Random(seed)
+    data = bytearray(random_batch(seed, 30))
+    for _ in range(rng.randint(1, 4)):
+        data[rng.randrange(len(data))] = rng.getrandbits(8)
+    if rng.random() < 0.3:
+        del data[rng.randrange(len(data)) :]
+    scanned = scan_batch(bytes(data), 30, 0)
+    if scanned is not None:
+        walk = walked(bytes(data), 30, 0)
+        assert walk is not None
+        assert_same_fields(scanned, walk)
+
+
+def test_short_or_empty_payloads_are_declined() -> None:
+    assert scan_batch(b"", 16, 0) is None
+    assert scan_batch(b"\x00\x00\x00", 16, 0) is None
+    assert scan_batch(batch((smm(payload_size=1), b"a")), 16, 0) is None
+
+
+def test_every_message_with_the_same_number_of_properties() -> None:
+    records = [
+        (smm(payload_size=1, properties={"a": f"x{i}", "bb": "y" * i}, sequence_id=i), b"p")
+        for i in range(SCAN_MIN_MESSAGES)
+    ]
+    data = batch(*records)
+    scanned = scan_batch(data, len(records), 0)
+    assert scanned is not None
+    assert_same_fields(scanned, walk_batch(data, len(records), 0))
+    columns = decode_entry(INFO, outer(num_messages_in_batch=len(records)), data)
+    assert properties_of(columns) == [(("a", f"x{i}"), ("bb", "y" * i)) for i in range(16)]
