@@ -118,7 +118,7 @@ class FrameDecoder:
             return None
         start = self._offset + 4
         self._offset = start + total
-        return decode_frame_body(bytes(self._buffer[start : start + total]))
+        return decode_frame_body(bytes(memoryview(self._buffer)[start : start + total]))
 
 
 def decode_frame_body(body: bytes) -> Frame:

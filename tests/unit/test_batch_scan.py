@@ -93,7 +93,7 @@ def test_scan_finds_what_the_walk_finds(seed: int, count: int) -> None:
     assert_same_fields(scanned, walk_batch(data, count, 7))
 
 
-def test_decode_entry_uses_the_scan_from_the_threshold_on() -> None:
+def test_decode_entry_at_the_scan_threshold() -> None:
     data = random_batch(99, SCAN_MIN_MESSAGES)
     columns = decode_entry(INFO, outer(num_messages_in_batch=SCAN_MIN_MESSAGES), data)
     rng = random.Random(99)
@@ -200,4 +200,6 @@ def test_every_message_with_the_same_number_of_properties() -> None:
     assert scanned is not None
     assert_same_fields(scanned, walk_batch(data, len(records), 0))
     columns = decode_entry(INFO, outer(num_messages_in_batch=len(records)), data)
-    assert properties_of(columns) == [(("a", f"x{i}"), ("bb", "y" * i)) for i in range(16)]
+    assert properties_of(columns) == [
+        (("a", f"x{i}"), ("bb", "y" * i)) for i in range(SCAN_MIN_MESSAGES)
+    ]
