@@ -86,15 +86,16 @@ def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int)
     """One record batch of :data:`ARROW_SCHEMA` from the entries in ``parts``."""
     counts = np.fromiter((p.count for p in parts), dtype=np.int64, count=len(parts))
     rows = int(counts.sum())
+    payloads = _Payloads(parts)
     arrays = [
-        _keys(parts, rows),
-        _values(parts, rows),
+        _keys(payloads, parts, rows),
+        payloads.array([p.values for p in parts], pa.binary()),
         _constant_string(topic, rows),
         pa.array(np.full(rows, partition, dtype=np.int32)),
         _message_ids(parts, counts),
         _timestamps(np.repeat([p.entry.publish_time for p in parts], counts), null_zero=False),
         _timestamps(np.concatenate([p.event_time for p in parts]), null_zero=True),
-        _properties(parts, rows),
+        _properties(payloads, parts, rows),
         _repeated_strings([p.entry.producer_name for p in parts], counts),
         pa.array(np.concatenate([p.sequence_id for p in parts])),
         _repeated_strings([p.entry.replicated_from for p in parts], counts),
@@ -102,36 +103,68 @@ def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int)
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def _keys(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
+class _Payloads:
+    """Every buffer the strings of a record batch point into, end to end: one copy, after
+    which each string column is one Arrow array made in one call, however many entries."""
+
+    def __init__(self, parts: Sequence[MessageColumns]) -> None:
+        self._base: dict[int, int] = {}
+        buffers: list[bytes] = []
+        size = 0
+        for spans in _all_spans(parts):
+            if id(spans.buffer) not in self._base:
+                self._base[id(spans.buffer)] = size
+                buffers.append(spans.buffer)
+                size += len(spans.buffer)
+        self._buffer = b"".join(buffers)
+
+    def array(self, spans: Sequence[Spans], kind: pa.DataType) -> pa.Array:
+        """One binary or string array of all the spans, end to end."""
+        array = _binary(self._join(spans))
+        if kind == pa.binary():
+            return array
+        text = array.view(pa.string())
+        try:
+            text.validate(full=True)
+        except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
+            return pa.array([_text(raw) for raw in array.to_pylist()], pa.string())
+        return text
+
+    def _join(self, spans: Sequence[Spans]) -> Spans:
+        count = len(spans)
+        base = np.fromiter((self._base[id(s.buffer)] for s in spans), np.int64, count)
+        sizes = np.fromiter(map(len, spans), np.int64, count)
+        valid = None
+        if any(s.valid is not None for s in spans):
+            valid = np.concatenate([_valid(s) for s in spans])
+        return Spans(
+            self._buffer,
+            np.concatenate([s.starts for s in spans]) + np.repeat(base, sizes),
+            np.concatenate([s.lengths for s in spans]),
+            valid,
+        )
+
+
+def _all_spans(parts: Sequence[MessageColumns]) -> Iterator[Spans]:
+    for part in parts:
+        yield part.values
+        if part.key is not None:
+            yield part.key
+        if part.properties is not None:
+            yield part.properties.names
+            yield part.properties.values
+
+
+def _keys(payloads: _Payloads, parts: Sequence[MessageColumns], rows: int) -> pa.Array:
     if all(p.key is None for p in parts):
         return pa.nulls(rows, pa.binary())
-    return _strings([_absent(p.count) if p.key is None else p.key for p in parts], pa.binary())
+    return payloads.array(
+        [_absent(p.count) if p.key is None else p.key for p in parts], pa.binary()
+    )
 
 
 def _absent(count: int) -> Spans:
     return Spans(b"", np.zeros(count, np.int64), np.zeros(count, np.int64), np.zeros(count, bool))
-
-
-def _values(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
-    return _strings([p.values for p in parts], pa.binary())
-
-
-def _strings(spans: Sequence[Spans], kind: pa.DataType) -> pa.Array:
-    """One binary or string array of all the spans, end to end."""
-    parts = [_binary(part) for part in spans]
-    array = pa.concat_arrays(parts) if len(parts) != 1 else parts[0]
-    if any(part.valid is not None for part in spans):
-        valid = np.concatenate([_valid(part) for part in spans])
-        validity = pa.array(valid).buffers()[1]
-        array = pa.Array.from_buffers(pa.binary(), len(array), [validity, *array.buffers()[1:]])
-    if kind == pa.binary():
-        return array
-    text = array.view(pa.string())
-    try:
-        text.validate(full=True)
-    except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
-        return pa.array([_text(raw) for raw in array.to_pylist()], pa.string())
-    return text
 
 
 def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
@@ -139,7 +172,7 @@ def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
 
 
 def _binary(spans: Spans) -> pa.Array:
-    """The strings of ``spans`` as a binary array (their validity aside).
+    """The strings of ``spans`` as a binary array (null where not valid).
 
     Spans in order through their buffer (values, keys and properties as decoded) become a
     binary array over the buffer itself whose elements alternate between the bytes in between
@@ -147,6 +180,7 @@ def _binary(spans: Spans) -> pa.Array:
     (repeated or reordered rows) are gathered with numpy first."""
     count = len(spans)
     ends = spans.starts + spans.lengths
+    validity = None if spans.valid is None else pa.array(spans.valid).buffers()[1]
     if count and (spans.starts[1:] >= ends[:-1]).all():
         offsets = np.empty(2 * count + 1, dtype=np.int32)
         offsets[0] = 0
@@ -155,11 +189,12 @@ def _binary(spans: Spans) -> pa.Array:
         both = pa.Array.from_buffers(
             pa.binary(), 2 * count, [None, pa.py_buffer(offsets), pa.py_buffer(spans.buffer)]
         )
-        return both.take(pa.array(np.arange(1, 2 * count, 2)))
+        taken = both.take(pa.array(np.arange(1, 2 * count, 2)))
+        return pa.Array.from_buffers(pa.binary(), count, [validity, *taken.buffers()[1:]])
     indices, starts = ranges(spans.starts, ends)
     data = np.frombuffer(spans.buffer, dtype=np.uint8)[indices]
     return pa.Array.from_buffers(
-        pa.binary(), count, [None, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
+        pa.binary(), count, [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
     )
 
 
@@ -202,23 +237,21 @@ def _timestamps(millis: npt.NDArray[np.int64], *, null_zero: bool) -> pa.Array:
     return pa.array(micros, type=TIMESTAMP_TYPE, mask=mask)
 
 
-def _properties(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
+def _properties(payloads: _Payloads, parts: Sequence[MessageColumns], rows: int) -> pa.Array:
     if all(p.properties is None for p in parts):
         offsets = np.zeros(rows + 1, dtype=np.int32)
         empty = pa.array([], pa.string())
         return pa.MapArray.from_arrays(pa.array(offsets), empty, empty, type=PROPERTIES_TYPE)
     columns = [p.properties or _no_properties(p.count) for p in parts]
+    pairs = np.fromiter((c.offsets[-1] for c in columns), np.int64, len(columns))
+    rows_each = np.fromiter((len(c.offsets) - 1 for c in columns), np.int64, len(columns))
+    ends = np.concatenate([c.offsets[1:] for c in columns])
     offsets = np.zeros(rows + 1, dtype=np.int32)
-    row = pairs = 0
-    for column in columns:
-        count = len(column.offsets) - 1
-        offsets[row + 1 : row + 1 + count] = column.offsets[1:] + pairs
-        row += count
-        pairs += int(column.offsets[-1])
+    offsets[1:] = ends + np.repeat(np.cumsum(pairs) - pairs, rows_each)
     return pa.MapArray.from_arrays(
         pa.array(offsets),
-        _strings([c.names for c in columns], pa.string()),
-        _strings([c.values for c in columns], pa.string()),
+        payloads.array([c.names for c in columns], pa.string()),
+        payloads.array([c.values for c in columns], pa.string()),
         type=PROPERTIES_TYPE,
     )
 
