@@ -9,7 +9,8 @@ same plus Arrow record batches as a read builds them (up to 65,536 rows each). L
 - keyed: every message keyed (``user-<n>``), two properties of which one (a trace id) is
   unique per message, an event time, values of 50 to 150 bytes (the scan);
 - large: the keyed layout with 10 KB values, LZ4, 12 messages per entry (a producer's
-  default 128 KiB batch).
+  default 128 KiB batch);
+- not batched: the keyed layout, one message per entry (``batchingEnabled=false``).
 
     python benchmarks/bench_decode.py [--entries 200]
 """
@@ -38,28 +39,31 @@ SIZE = 100
 def batch_frame(
     entry_id: int, *, keyed: bool, codec: int, size: int = SIZE, messages: int = MESSAGES
 ) -> bytes:
+    """One entry: a batch of ``messages``, or with ``messages=0`` one message not batched."""
     rng = random.Random(entry_id)
     records = []
-    for i in range(messages):
-        if keyed:
-            size = rng.randint(size // 2, size * 3 // 2)
-        smm = pb.SingleMessageMetadata(payload_size=size, sequence_id=entry_id * messages + i)
-        if keyed:
-            smm.partition_key = f"user-{rng.randint(0, 99_999)}"
-            smm.properties.add(key="source", value="bench")
-            smm.properties.add(key="trace", value=str(uuid.UUID(int=rng.getrandbits(128))))
-            smm.event_time = 1_700_000_000_000 + i
-        body = smm.SerializeToString()
-        records.append(struct.pack(">I", len(body)) + body + os.urandom(size))
-    raw = b"".join(records)
     metadata = pb.MessageMetadata(
         producer_name="bench",
-        sequence_id=entry_id * messages,
+        sequence_id=entry_id * max(messages, 1),
         publish_time=1_700_000_000_000,
-        num_messages_in_batch=messages,
         compression=codec,  # type: ignore[arg-type]
-        uncompressed_size=len(raw),
     )
+    for i in range(max(messages, 1)):
+        value_size = rng.randint(size // 2, size * 3 // 2) if keyed else size
+        smm = pb.SingleMessageMetadata(payload_size=value_size, sequence_id=entry_id * messages + i)
+        fields = smm if messages else metadata
+        if keyed:
+            fields.partition_key = f"user-{rng.randint(0, 99_999)}"
+            fields.properties.add(key="source", value="bench")
+            fields.properties.add(key="trace", value=str(uuid.UUID(int=rng.getrandbits(128))))
+            fields.event_time = 1_700_000_000_000 + i
+        value = os.urandom(value_size)
+        body = smm.SerializeToString()
+        records.append(struct.pack(">I", len(body)) + body + value if messages else value)
+    raw = b"".join(records)
+    if messages:
+        metadata.num_messages_in_batch = messages
+    metadata.uncompressed_size = len(raw)
     command = pb.BaseCommand(
         type=pb.BaseCommand.MESSAGE,
         message=pb.CommandMessage(
@@ -106,13 +110,15 @@ def main() -> None:
         ("keyed+2 props, no compression", True, compression.NONE, SIZE, MESSAGES),
         ("keyed+2 props, lz4", True, compression.LZ4, SIZE, MESSAGES),
         ("keyed+2 props, 10 KB values, lz4, 12/entry", True, compression.LZ4, 10_000, 12),
+        ("keyed+2 props, not batched", True, compression.NONE, SIZE, 0),
     ):
-        entries = args.entries * MESSAGES // per_entry // (20 if size > SIZE else 1)
+        entries = args.entries * MESSAGES // max(per_entry, 1) // (20 if size > SIZE else 1)
+        entries //= 1 if per_entry else 20
         frames = b"".join(
             batch_frame(e, keyed=keyed, codec=codec, size=size, messages=per_entry)
             for e in range(entries)
         )
-        messages = entries * per_entry
+        messages = entries * max(per_entry, 1)
         columns = max(run(frames, messages, arrow=False) for _ in range(3))
         arrow = max(run(frames, messages, arrow=True) for _ in range(3))
         print(f"  {label:42s} columns {columns:>12,.0f}   + arrow {arrow:>12,.0f}")

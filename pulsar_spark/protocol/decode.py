@@ -100,18 +100,26 @@ def _single(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> Me
     return MessageColumns(
         entry=info,
         count=1,
-        batch_index=np.array([-1], dtype=np.int32),
-        values=Spans(
-            payload,
-            np.zeros(1, dtype=np.int64),
-            np.array([0 if null_value else len(payload)], dtype=np.int64),
-            np.array([False]) if null_value else None,
-        ),
-        key=_repeated(1, key),
+        batch_index=_NOT_BATCHED,
+        values=_NULL if null_value else Spans(payload, _AT_START, np.array([len(payload)])),
+        key=None if key is None else Spans(key, _AT_START, np.array([len(key)])),
         properties=_properties(metadata.properties),
         event_time=np.array([metadata.event_time], dtype=np.int64),
-        sequence_id=np.array([metadata.sequence_id], dtype=np.uint64).astype(np.int64),
+        sequence_id=np.array([metadata.sequence_id], dtype=np.uint64).view(np.int64),
     )
+
+
+def _constant(values: list[int] | list[bool], dtype: type) -> np.ndarray:
+    """A one-message column shared by every entry that has it (never written to)."""
+    array: np.ndarray = np.array(values, dtype=dtype)
+    array.flags.writeable = False
+    return array
+
+
+# What one-message entries share, so that reading one costs as few arrays as possible.
+_NOT_BATCHED = _constant([-1], np.int32)
+_AT_START = _constant([0], np.int64)
+_NULL = Spans(b"", _AT_START, _AT_START, _constant([False], np.bool_))
 
 
 # --- the uniform fast path -----------------------------------------------------------------

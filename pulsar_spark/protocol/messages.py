@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -49,15 +50,14 @@ class Spans:
     @classmethod
     def of(cls, items: Sequence[bytes | None]) -> Spans:
         """Spans over a new buffer holding ``items`` end to end (None: null)."""
-        lengths = np.fromiter((len(i) if i is not None else 0 for i in items), np.int64, len(items))
-        starts = np.zeros(len(items), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        absent = [i is None for i in items]
+        present = [i for i in items if i is not None]
+        lengths = [len(i) if i is not None else 0 for i in items]
+        absent = len(present) != len(items)
         return cls(
-            buffer=b"".join(i for i in items if i is not None),
-            starts=starts,
-            lengths=lengths,
-            valid=~np.array(absent, dtype=np.bool_) if any(absent) else None,
+            buffer=b"".join(present),
+            starts=np.array([0, *accumulate(lengths)][:-1], dtype=np.int64),
+            lengths=np.array(lengths, dtype=np.int64),
+            valid=np.array([i is not None for i in items]) if absent else None,
         )
 
     def __len__(self) -> int:
@@ -96,14 +96,15 @@ class PropertyColumns:
 
     @classmethod
     def of(cls, rows: Sequence[Properties]) -> PropertyColumns:
-        counts = np.fromiter(map(len, rows), np.int64, len(rows))
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        pairs = [pair for row in rows for pair in row]
+        """Properties over a new buffer holding every name and value, UTF-8, end to end."""
+        encoded = [text.encode() for row in rows for pair in row for text in pair]
+        lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+        starts = np.array([0, *accumulate(map(len, encoded))][:-1], dtype=np.int64)
+        buffer = b"".join(encoded)
         return cls(
-            offsets=offsets,
-            names=Spans.of([name.encode() for name, _ in pairs]),
-            values=Spans.of([value.encode() for _, value in pairs]),
+            offsets=np.array([0, *accumulate(map(len, rows))], dtype=np.int64),
+            names=Spans(buffer, starts[0::2], lengths[0::2]),
+            values=Spans(buffer, starts[1::2], lengths[1::2]),
         )
 
     def slice(self, start: int, stop: int) -> PropertyColumns:
