@@ -78,10 +78,12 @@ def _walk(data: bytes, count: int, base_sequence: int) -> BatchFields:
 def _read_record(data: bytes, p: int, end: int, sequence_id: int) -> _Record:  # noqa: PLR0912
     record = _Record(sequence_id)
     while p < end:
-        tag, p = _varint(data, p)
+        tag = data[p]  # one-byte tags and numbers, the usual case, without a call
+        tag, p = (tag, p + 1) if tag < 0x80 else _varint(data, p)
         wire_type = tag & 7
         if wire_type == 0:
-            value, p = _varint(data, p)
+            value = data[p]
+            value, p = (value, p + 1) if value < 0x80 else _varint(data, p)
             if tag == _TAG_PAYLOAD_SIZE:
                 record.size = value
             elif tag == _TAG_SEQUENCE_ID:
@@ -97,7 +99,8 @@ def _read_record(data: bytes, p: int, end: int, sequence_id: int) -> _Record:  #
             elif tag == _TAG_COMPACTED_OUT:
                 record.compacted_out = value != 0
         elif wire_type == 2:
-            length, p = _varint(data, p)
+            length = data[p]
+            length, p = (length, p + 1) if length < 0x80 else _varint(data, p)
             if tag == _TAG_KEY:
                 record.key = (p, length)
             elif tag == _TAG_PROPERTY:
