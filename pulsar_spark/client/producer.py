@@ -22,12 +22,9 @@ batch frame is written at once; unbatched frames are small, so they are gathered
 64 KiB, ``batch_max_messages`` frames or ``batch_max_delay_ms``, checked on send) and written
 with one socket write, which also happens before any wait and on flush.
 
-A message too large to share a batch travels alone, unbatched; if even compressed it does not
-fit the connection's ``max_message_size`` it is cut into chunks, each a SEND with
-``is_chunk`` and the message's sequence id. Only the last chunk's receipt completes it.
-Entries are kept ``FRAME_PADDING`` (10 KiB) below that maximum: a broker that advertises no
-maximum (pulsar-lite) is assumed to allow 5 MiB, but the C++ client, under the official Python
-one, then discards entries larger than 5 MiB - 10 KiB as corrupt.
+The open batch and its limits are :mod:`~pulsar_spark.client.batching`'s. A message too large
+to share a batch travels alone, unbatched; if even compressed it does not fit the connection's
+``max_message_size`` it is cut into chunks (:mod:`~pulsar_spark.client.chunking`).
 
 With ``skip_stored``, messages whose sequence id is at or below the ``last_sequence_id`` the
 broker confirmed the producer with are not sent: a broker with deduplication answers with the
@@ -60,6 +57,8 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
+from pulsar_spark.client.batching import BatchLimits, OpenBatch
+from pulsar_spark.client.chunking import entry_size_limit, unbatched
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.retry import Retrier
@@ -72,22 +71,10 @@ from pulsar_spark.errors import (
     RequestTimeoutError,
     server_error_for,
 )
-from pulsar_spark.protocol import commands, compression, pb
-from pulsar_spark.protocol.encode import (
-    BatchBuilder,
-    MessageColumns,
-    OutgoingMessage,
-    chunks,
-    encode_records,
-    single_message_metadata,
-)
-from pulsar_spark.protocol.framing import FRAME_PADDING
-from pulsar_spark.protocol.payload import encode_payload_section
+from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol.encode import MessageColumns, OutgoingMessage, encode_records
 
 log = logging.getLogger(__name__)
-
-# Room kept for the metadata, keys and properties beside the payload when deciding what fits.
-_METADATA_ROOM = 64 * 1024
 
 # Unbatched SEND frames are gathered up to this many bytes for one socket write.
 _OUTBOX_BYTES = 64 * 1024
@@ -124,17 +111,13 @@ class Producer:
             opened.last_sequence_id if skip_stored else -1,
         )
         self.reconnects = 0
+        limits = BatchLimits.of(settings, entry_size_limit(opened.connection.max_message_size))
+        self._batch = OpenBatch(limits, topic=topic, producer_name=self._name, codec=settings.codec)
         # Copies of settings the per-message path reads, one attribute lookup each.
         self._unbatched = not settings.batching
-        self._batch_messages = settings.batch_max_messages
-        self._batch_delay = settings.batch_max_delay_ms / 1000.0
-        # Both the size at which a batch is sent and the message size above which a message
-        # travels alone: together they keep a batch below the maximum message size.
-        self._max_entry_size = max(opened.connection.max_message_size - FRAME_PADDING, 1)
-        limit = max((self._max_entry_size - _METADATA_ROOM) // 2, 1)
-        self._batch_bytes = min(settings.batch_max_bytes, limit)
-        self._batch = BatchBuilder()
-        self._batch_deadline = 0.0
+        self._batch_messages = limits.max_messages
+        self._batch_delay = limits.max_delay
+        self._batch_bytes = limits.max_bytes
         self._outbox: list[bytes] = []
         self._outbox_size = 0
         self._outbox_messages = 0
@@ -234,9 +217,8 @@ class Producer:
             self._send_batch()
             self._send_alone(message, sequence_id)
             return
-        now = self._batch_clock()
-        self._batch.add(message, sequence_id)
-        self._send_batch_if_full(now)
+        if self._batch.add(message, sequence_id):
+            self._send_batch()
 
     def send_columns(self, columns: MessageColumns) -> None:
         """Queue every row of ``columns``, in order: the same as :meth:`send` for each row's
@@ -339,85 +321,33 @@ class Producer:
         records = encode_records(columns, first_sequence_id)
         start = 0
         while start < len(records):
-            now = self._batch_clock()
-            start += self._batch.add_records(
-                records, start, self._batch_messages, self._batch_bytes
-            )
-            self._send_batch_if_full(now)
-
-    def _batch_clock(self) -> float:
-        """The time now, which starts the batch's delay if the batch is empty."""
-        now = time.monotonic()
-        if not self._batch.count:
-            self._batch_deadline = now + self._batch_delay
-        return now
-
-    def _send_batch_if_full(self, now: float) -> None:
-        batch = self._batch
-        if (
-            batch.count >= self._batch_messages
-            or batch.size >= self._batch_bytes
-            or now >= self._batch_deadline
-        ):
-            self._send_batch()
+            added, full = self._batch.add_records(records, start)
+            start += added
+            if full:
+                self._send_batch()
 
     def _send_batch(self) -> None:
         """Write the open batch, if any. Any failure here loses its messages: it is sticky."""
-        batch = self._batch
-        count = batch.count
-        if not count:
+        if not self._batch:
             return
-        first = batch.first_sequence_id
         try:
-            metadata, payload = batch.build(
-                producer_name=self._name, publish_time=_now_ms(), codec=self._settings.codec
-            )
-            self._check_fits(metadata, payload, f"batch of {count} messages")
-            section = encode_payload_section(metadata, payload)
-            self._write(Sent(first, first + count - 1, count, count, False, section))
+            self._write(self._batch.take(_now_ms()))
         except PulsarSparkError as exc:
             with self._state:
                 self._fail(exc)
             raise
 
     def _send_alone(self, message: OutgoingMessage, sequence_id: int) -> None:
-        """Write one message unbatched, in chunks if it does not fit one message."""
-        metadata = single_message_metadata(
-            message, producer_name=self._name, sequence_id=sequence_id, publish_time=_now_ms()
-        )
-        value = message.value or b""
-        codec = self._settings.codec if value else compression.NONE
-        payload = compression.compress(codec, value)
-        metadata.compression = codec  # type: ignore[assignment]
-        metadata.uncompressed_size = len(value)
-        if metadata.ByteSize() + len(payload) > self._max_entry_size:
-            self._send_chunks(metadata, value, payload, sequence_id)
-            return
-        section = encode_payload_section(metadata, payload)
-        self._write(Sent(sequence_id, sequence_id, 1, 1, False, section))
-
-    def _send_chunks(
-        self, metadata: pb.MessageMetadata, value: bytes, compressed: bytes, sequence_id: int
-    ) -> None:
-        pieces = chunks(
-            metadata,
-            value,
+        """Write one message unbatched, in chunks if it does not fit one entry."""
+        for sent in unbatched(
+            message,
+            sequence_id,
+            producer_name=self._name,
+            publish_time=_now_ms(),
             codec=self._settings.codec,
-            max_message_size=self._max_entry_size,
-            compressed=compressed,
-        )
-        for part, piece in pieces:
-            last = part.chunk_id == part.num_chunks_from_msg - 1
-            section = encode_payload_section(part, piece)
-            self._write(Sent(sequence_id, sequence_id, 1 if last else 0, 1, True, section))
-
-    def _check_fits(self, metadata: pb.MessageMetadata, payload: bytes, what: str) -> None:
-        size = metadata.ByteSize() + len(payload)
-        if size > self._max_entry_size:
-            raise LocalProtocolError(
-                f"{what} for {self.topic} is {size} bytes, over the maximum entry size of "
-                f"{self._max_entry_size} bytes (keys or properties too large?)"
-            )
+            max_entry_size=self._batch.limits.max_entry_size,
+        ):
+            self._write(sent)
 
     def _frame(self, sent: Sent) -> bytes:
         return commands.send(
