@@ -79,11 +79,11 @@ def _read_record(data: bytes, p: int, end: int, sequence_id: int) -> _Record:  #
     record = _Record(sequence_id)
     while p < end:
         tag = data[p]  # one-byte tags and numbers, the usual case, without a call
-        tag, p = (tag, p + 1) if tag < 0x80 else _varint(data, p)
+        tag, p = (tag, p + 1) if tag < 0x80 else read_varint(data, p)
         wire_type = tag & 7
         if wire_type == 0:
             value = data[p]
-            value, p = (value, p + 1) if value < 0x80 else _varint(data, p)
+            value, p = (value, p + 1) if value < 0x80 else read_varint(data, p)
             if tag == _TAG_PAYLOAD_SIZE:
                 record.size = value
             elif tag == _TAG_SEQUENCE_ID:
@@ -100,7 +100,7 @@ def _read_record(data: bytes, p: int, end: int, sequence_id: int) -> _Record:  #
                 record.compacted_out = value != 0
         elif wire_type == 2:
             length = data[p]
-            length, p = (length, p + 1) if length < 0x80 else _varint(data, p)
+            length, p = (length, p + 1) if length < 0x80 else read_varint(data, p)
             if tag == _TAG_KEY:
                 record.key = (p, length)
             elif tag == _TAG_PROPERTY:
@@ -124,12 +124,12 @@ def _read_pair(data: bytes, p: int, end: int) -> tuple[int, int, int, int]:
 def _pair_fields(data: bytes, p: int, end: int) -> tuple[int, int, int, int]:
     name = item = None
     while p < end:
-        tag, p = _varint(data, p)
+        tag, p = read_varint(data, p)
         wire_type = tag & 7
         if wire_type == 0:
-            _, p = _varint(data, p)
+            _, p = read_varint(data, p)
         elif wire_type == 2:
-            length, p = _varint(data, p)
+            length, p = read_varint(data, p)
             if tag == _TAG_PAIR_NAME:
                 name = (p, length)
             elif tag == _TAG_PAIR_VALUE:
@@ -150,7 +150,8 @@ def _skip_fixed(wire_type: int, p: int) -> int:
     raise ValueError(f"wire type {wire_type} in a SingleMessageMetadata")
 
 
-def _varint(data: bytes, p: int) -> tuple[int, int]:
+def read_varint(data: bytes, p: int) -> tuple[int, int]:
+    """The varint at ``p`` and the offset after it (IndexError if it runs past the end)."""
     byte = data[p]
     if byte < 0x80:
         return byte, p + 1

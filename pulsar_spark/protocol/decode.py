@@ -32,7 +32,7 @@ from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import message_key, to_columns
 from pulsar_spark.protocol.batch_scan import scan_batch
-from pulsar_spark.protocol.batch_walk import walk_batch
+from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 
 _U32 = struct.Struct(">I")
@@ -209,36 +209,24 @@ def _varint_column(block: np.ndarray) -> np.ndarray | None:
 
 
 def _sequence_id_span(smm: bytes) -> tuple[int, int] | None:
-    """Byte range of the sequence_id varint value inside a serialized SMM, if present."""
+    """Byte range of the sequence_id varint value inside a serialized SMM, if present (the
+    SMM has already been parsed by protobuf, so no varint runs past its end)."""
     pos = 0
     span = None
     while pos < len(smm):
-        tag, pos = _read_varint(smm, pos)
+        tag, pos = read_varint(smm, pos)
         wire_type = tag & 7
         if wire_type == 0:
             start = pos
-            _, pos = _read_varint(smm, pos)
+            _, pos = read_varint(smm, pos)
             if tag == _SEQUENCE_ID_TAG:
                 span = (start, pos)
         elif wire_type == 2:
-            size, pos = _read_varint(smm, pos)
+            size, pos = read_varint(smm, pos)
             pos += size
         else:
             return None
     return span
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise CorruptPayloadError("varint runs past the end of a SingleMessageMetadata")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 def _parse_smm(raw: bytes) -> pb.SingleMessageMetadata:
