@@ -158,13 +158,15 @@ def _all_spans(parts: Sequence[MessageColumns]) -> Iterator[Spans]:
 def _keys(payloads: _Payloads, parts: Sequence[MessageColumns], rows: int) -> pa.Array:
     if all(p.key is None for p in parts):
         return pa.nulls(rows, pa.binary())
-    return payloads.array(
-        [_absent(p.count) if p.key is None else p.key for p in parts], pa.binary()
-    )
+    return payloads.array([_absent(p) if p.key is None else p.key for p in parts], pa.binary())
 
 
-def _absent(count: int) -> Spans:
-    return Spans(b"", np.zeros(count, np.int64), np.zeros(count, np.int64), np.zeros(count, bool))
+def _absent(part: MessageColumns) -> Spans:
+    """Null keys for every message of ``part``: empty spans at the start of the part's own
+    payload, so that spans stay in order through the joined buffer."""
+    count = part.count
+    zeros = np.zeros(count, np.int64)
+    return Spans(part.values.buffer, zeros, zeros, np.zeros(count, bool))
 
 
 def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
@@ -242,7 +244,7 @@ def _properties(payloads: _Payloads, parts: Sequence[MessageColumns], rows: int)
         offsets = np.zeros(rows + 1, dtype=np.int32)
         empty = pa.array([], pa.string())
         return pa.MapArray.from_arrays(pa.array(offsets), empty, empty, type=PROPERTIES_TYPE)
-    columns = [p.properties or _no_properties(p.count) for p in parts]
+    columns = [p.properties or _no_properties(p) for p in parts]
     pairs = np.fromiter((c.offsets[-1] for c in columns), np.int64, len(columns))
     rows_each = np.fromiter((len(c.offsets) - 1 for c in columns), np.int64, len(columns))
     ends = np.concatenate([c.offsets[1:] for c in columns])
@@ -256,6 +258,7 @@ def _properties(payloads: _Payloads, parts: Sequence[MessageColumns], rows: int)
     )
 
 
-def _no_properties(count: int) -> PropertyColumns:
-    nothing = Spans(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return PropertyColumns(np.zeros(count + 1, dtype=np.int64), nothing, nothing)
+def _no_properties(part: MessageColumns) -> PropertyColumns:
+    """No pairs for any message of ``part``, pointing into the part's own payload."""
+    nothing = Spans(part.values.buffer, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return PropertyColumns(np.zeros(part.count + 1, dtype=np.int64), nothing, nothing)

@@ -305,6 +305,20 @@ def test_keys_and_properties_present_on_some_entries_only() -> None:
     ]
 
 
+def test_entries_without_keys_or_properties_next_to_entries_with_them() -> None:
+    # Every buffer here is non-empty: the rows of entries without keys or properties must not
+    # rely on an empty buffer that some other entry happens to share.
+    parts = [
+        columns(info(0), [b"a1", b"a2"]),
+        columns(info(1), [b"b"], keys=[b"kb"], properties=[(("p", "q"),)]),
+        columns(info(2), [b"c"]),
+    ]
+    rows = check(to_record_batch(parts, TOPIC, 2))
+    assert [r["value"] for r in rows] == [b"a1", b"a2", b"b", b"c"]
+    assert [r["key"] for r in rows] == [None, None, b"kb", None]
+    assert [r["properties"] for r in rows] == [[], [], [("p", "q")], []]
+
+
 def test_null_values_mixed_with_entries_without_nulls() -> None:
     parts = [
         columns(info(0), [b"a", b"b"]),
