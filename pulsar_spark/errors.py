@@ -121,6 +121,12 @@ class TopicLookupError(PulsarSparkError):
     """A topic could not be located (too many redirects, or an invalid answer)."""
 
 
+class SeekError(PulsarSparkError):
+    """A subscription did not stay where a seek moved it; starting again may succeed."""
+
+    retriable = True
+
+
 class DataLossError(PulsarSparkError):
     """Data the query expects to read no longer exists (see the failOnDataLoss option)."""
 

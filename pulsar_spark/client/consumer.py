@@ -34,10 +34,18 @@ class Delivery:
 class Consumer:
     """A non-durable Exclusive subscription on one topic or partition."""
 
-    def __init__(self, lookup: Lookup, topic: str, start: MessageId, *, timeout: float) -> None:
+    def __init__(
+        self,
+        lookup: Lookup,
+        topic: str,
+        start: MessageId,
+        *,
+        timeout: float,
+        subscription: str | None = None,
+    ) -> None:
         self.topic = topic
         self.timeout = timeout
-        self.subscription = SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:10]
+        self.subscription = subscription or new_subscription_name()
         self._queue: collections.deque[Delivery] = collections.deque()
         self._ready = threading.Condition()
         self._error: PulsarSparkError | None = None
@@ -127,7 +135,7 @@ class Consumer:
     def close(self) -> None:
         """Remove the subscription (pulsar-lite keeps non-durable ones otherwise)."""
         try:
-            if not self.connection.closed:
+            if not self.connection.closed and self._error is None:
                 self.connection.request(
                     lambda rid: commands.unsubscribe(consumer_id=self.consumer_id, request_id=rid),
                     what=f"unsubscribe {self.subscription} from {self.topic}",
@@ -144,6 +152,10 @@ class Consumer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def new_subscription_name() -> str:
+    return SUBSCRIPTION_PREFIX + uuid.uuid4().hex[:10]
 
 
 def last_entry(data: pb.MessageIdData) -> MessageId | None:

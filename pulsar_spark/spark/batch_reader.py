@@ -9,10 +9,12 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.offsets import consumed_before
 from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
+    first_published,
     last_message_id,
     make_lookup,
     resolve_partitions,
@@ -44,13 +46,17 @@ class PulsarBatchReader(DataSourceReader):
         last = last_message_id(lookup, ref)
         if last is None:
             return None
-        start, start_inclusive = _start(self.options.starting, ref)
-        end = _end(self.options.ending, ref, last)
+        start = self._start(lookup, ref, last)
+        if start is None:
+            return None
+        end = self._end(lookup, ref, last)
+        if end.last_key() < start.first_key():
+            return None
         return PartitionRead(
             client=self.options.client,
             ref=ref,
             start=start,
-            start_inclusive=start_inclusive,
+            start_inclusive=True,
             end=end,
             end_inclusive=True,
             poll_timeout=self.options.poll_timeout,
@@ -59,22 +65,29 @@ class PulsarBatchReader(DataSourceReader):
             max_publish_time=_time(self.options.ending),
         )
 
+    def _start(self, lookup: Lookup, ref: PartitionRef, last: MessageId) -> MessageId | None:
+        """The first position to read (inclusive); None when nothing is left to read."""
+        spec = self.options.starting
+        if isinstance(spec, AtTime):
+            return first_published(lookup, ref, last, spec.millis, self.options.poll_timeout)
+        if isinstance(spec, Specific):
+            value = spec.for_partition(ref.name, ref.topic)
+            if isinstance(value, MessageId):
+                return value.with_partition(ref.partition)
+        assert isinstance(spec, (Earliest, Specific))  # latest is refused for batch reads
+        return MessageId.earliest()
 
-def _start(spec: PositionSpec, ref: PartitionRef) -> tuple[MessageId, bool]:
-    if isinstance(spec, Specific):
-        value = spec.for_partition(ref.name, ref.topic)
-        if isinstance(value, MessageId):
-            return value.with_partition(ref.partition), True
-    assert isinstance(spec, (Earliest, AtTime, Specific))  # latest is refused for batch reads
-    return MessageId.earliest(), True
-
-
-def _end(spec: PositionSpec, ref: PartitionRef, last: MessageId) -> MessageId:
-    if isinstance(spec, Specific):
-        value = spec.for_partition(ref.name, ref.topic)
-        if isinstance(value, MessageId):
-            return min(value, last).with_partition(ref.partition)
-    return last
+    def _end(self, lookup: Lookup, ref: PartitionRef, last: MessageId) -> MessageId:
+        """The last position to read (inclusive)."""
+        spec = self.options.ending
+        if isinstance(spec, AtTime):
+            found = first_published(lookup, ref, last, spec.millis, self.options.poll_timeout)
+            return last if found is None else consumed_before(found)
+        if isinstance(spec, Specific):
+            value = spec.for_partition(ref.name, ref.topic)
+            if isinstance(value, MessageId):
+                return min(value, last).with_partition(ref.partition)
+        return last
 
 
 def _time(spec: PositionSpec) -> int | None:

@@ -16,8 +16,9 @@ from pyspark.sql.datasource import InputPartition
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool, default_pool
-from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
+from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE, ReaderSettings
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.options import TopicSelection
 from pulsar_spark.topic import TopicName
@@ -89,3 +90,13 @@ def last_message_id(lookup: Lookup, ref: PartitionRef) -> MessageId | None:
     with Consumer(lookup, ref.name, MessageId.latest(), timeout=lookup.timeout) as consumer:
         last = consumer.last_message_id()
     return None if last is None else last.with_partition(ref.partition)
+
+
+def first_published(
+    lookup: Lookup, ref: PartitionRef, last: MessageId, millis: int, poll_timeout: float
+) -> MessageId | None:
+    """The first entry of a partition whose last entry is ``last`` published at or after
+    ``millis`` (a whole-entry id), or None when all of them were published before."""
+    settings = ReaderSettings(poll_timeout=poll_timeout, request_timeout=lookup.timeout)
+    found = first_published_at(lookup, ref.name, last, millis, settings)
+    return None if found is None else found.with_partition(ref.partition)

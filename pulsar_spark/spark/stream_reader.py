@@ -32,7 +32,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
 from pulsar_spark.errors import DataLossError, PulsarSparkError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import MessageCounter, limit_ends
@@ -46,6 +45,7 @@ from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
+    first_published,
     last_message_id,
     make_lookup,
     resolve_partitions,
@@ -198,20 +198,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         last = last_message_id(lookup, ref)
         if last is None:
             return NOTHING_CONSUMED
-        reader = RangeReader(
-            lookup,
-            ReadRange(ref.name, MessageId.earliest(), last),
-            ReaderSettings(poll_timeout=self.options.poll_timeout, request_timeout=lookup.timeout),
-        )
-        entries = reader.entries()
-        try:
-            for raw in entries:
-                if raw.section.metadata.publish_time >= millis:
-                    ledger, entry = raw.entry
-                    return consumed_before(MessageId(ledger, entry, -1, ref.partition))
-        finally:
-            entries.close()
-        return last
+        found = first_published(lookup, ref, last, millis, self.options.poll_timeout)
+        return last if found is None else consumed_before(found)
 
     def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         lookup = self._connect()

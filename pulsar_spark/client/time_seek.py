@@ -1,0 +1,104 @@
+"""Where a publish time falls in a partition, found by the broker's seek, not by a scan.
+
+How this works: the answer is the first entry whose publish time is at or after ``millis``.
+
+1. The partition's last entry is read (one entry, through the range reader). If it was
+   published before ``millis``, no entry qualifies and nothing else is asked: seeking past the
+   end is where brokers differ (Apache Pulsar parks the cursor at the end, pulsar-lite drops
+   the connection).
+2. Otherwise a non-durable subscription that has not been given any permits is moved with
+   ``Seek(message_publish_time)``; then one permit is sent and the first entry delivered is
+   the answer. Apache Pulsar closes the consumer when it resets a cursor (the subscription
+   stays): the consumer subscribes again under the same name and asks again. A broker that
+   stays silent gets one more permit now and then (pulsar-lite sometimes needs it), until the
+   request timeout.
+
+Brokers locate the time assuming publish times grow along the topic (Apache Pulsar bisects
+over the entries). Readers still filter each entry on its own publish time, so a topic whose
+producers' clocks disagree loses nothing inside the range that is read.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pulsar_spark.client.consumer import Consumer, Delivery, new_subscription_name
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.retry import Retrier
+from pulsar_spark.errors import RequestTimeoutError, ResourceClosedError, SeekError
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.payload import parse_payload_section
+
+
+def first_published_at(
+    lookup: Lookup, topic: str, last: MessageId, millis: int, settings: ReaderSettings
+) -> MessageId | None:
+    """The whole-entry id of the first entry of ``topic`` published at or after ``millis`` (ms),
+    or None when every entry up to ``last`` (the partition's last entry) was published before."""
+    if _publish_time(lookup, topic, last, settings) < millis:
+        return None
+    subscription = new_subscription_name()
+    retrier = Retrier(f"seeking {topic} to publish time {millis}", settings.request_timeout)
+    seek = True
+    for _ in range(MAX_SEEKS):
+        with Consumer(
+            lookup,
+            topic,
+            MessageId.earliest(),
+            timeout=settings.request_timeout,
+            subscription=subscription,
+        ) as consumer:
+            try:
+                if seek:
+                    consumer.seek_publish_time(millis)
+                delivery = _first_delivery(consumer, settings)
+            except ResourceClosedError as exc:
+                # Apache Pulsar closes the consumer of a subscription whose cursor it reset;
+                # the subscription keeps the new position: subscribe to it again.
+                retrier.failed(exc)
+                seek = False
+                continue
+        found = delivery.message.message_id
+        # A subscription that did not keep the position (the topic moved to another broker
+        # meanwhile) starts over at the earliest entry: seek again unless that is the answer.
+        if seek or _published(delivery) >= millis:
+            return MessageId(found.ledgerId, found.entryId, -1, last.partition)
+        seek = True
+    raise SeekError(f"{topic}: the subscription did not keep the position of a seek to {millis}")
+
+
+MAX_SEEKS = 4
+
+
+def _publish_time(lookup: Lookup, topic: str, entry: MessageId, settings: ReaderSettings) -> int:
+    """The publish time (ms) of the entry ``entry`` names."""
+    reader = RangeReader(lookup, ReadRange(topic, entry, entry), settings)
+    entries = reader.entries()
+    try:
+        for raw in entries:
+            return int(raw.section.metadata.publish_time)
+    finally:
+        entries.close()
+    raise RequestTimeoutError(f"{topic}: the broker did not deliver its last entry {entry}")
+
+
+def _published(delivery: Delivery) -> int:
+    return int(parse_payload_section(delivery.payload or b"").metadata.publish_time)
+
+
+def _first_delivery(consumer: Consumer, settings: ReaderSettings) -> Delivery:
+    deadline = time.monotonic() + settings.request_timeout
+    wait = settings.nudge_interval
+    consumer.flow(1)
+    while True:
+        delivery = consumer.receive(wait)
+        if delivery is not None:
+            return delivery
+        if time.monotonic() >= deadline:
+            raise RequestTimeoutError(
+                f"{consumer.topic}: no entry delivered within {settings.request_timeout:g}s "
+                "after a seek by publish time"
+            )
+        consumer.flow(1)
+        wait = min(wait * 2, settings.max_nudge_interval)

@@ -1,0 +1,123 @@
+"""Locating a publish time by the broker's seek: the exact first entry at or after it, for
+every publish time in the topic, in batched and unbatched topics; and planning that starts a
+time-bounded read there instead of at the beginning.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pulsar
+import pytest
+from support.range_reading import FAST, Sent, publish
+
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.time_seek import first_published_at
+from pulsar_spark.local import LocalBroker
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.batch_reader import PulsarBatchReader
+from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.planning import PartitionRead
+from pulsar_spark.topic import full_topic_name
+
+pytestmark = pytest.mark.integration
+
+
+def publish_in_phases(client: pulsar.Client, topic: str, **producer_options: object) -> None:
+    """Four phases of six messages, 30 ms apart, so that publish times differ between them."""
+    for phase in range(4):
+        time.sleep(0.03)
+        publish(
+            client,
+            topic,
+            [Sent(f"p{phase}-{i}".encode()) for i in range(6)],
+            **producer_options,
+        )
+
+
+def entry_times(client: pulsar.Client, topic: str) -> list[tuple[int, int, int]]:
+    """(ledger, entry, publish time) of every entry, in order, read by the official client."""
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    seen: dict[tuple[int, int], int] = {}
+    try:
+        while True:
+            try:
+                message = reader.read_next(1000)
+            except pulsar.Timeout:
+                break
+            mid = message.message_id()
+            seen.setdefault((mid.ledger_id(), mid.entry_id()), message.publish_timestamp())
+    finally:
+        reader.close()
+    return [(ledger, entry, at) for (ledger, entry), at in sorted(seen.items())]
+
+
+@pytest.fixture(scope="module", params=["unbatched", "batched"])
+def timed_topic(request: pytest.FixtureRequest, client: pulsar.Client) -> tuple[str, list]:
+    topic = full_topic_name(f"time-seek-{request.param}-{os.urandom(6).hex()}")
+    if request.param == "batched":
+        publish_in_phases(
+            client,
+            topic,
+            batching_enabled=True,
+            batching_max_messages=3,
+            batching_max_publish_delay_ms=5000,
+        )
+    else:
+        publish_in_phases(client, topic, batching_enabled=False)
+    times = entry_times(client, topic)
+    assert len(times) == (24 if request.param == "unbatched" else 8)
+    return topic, times
+
+
+def test_every_publish_time_finds_the_first_entry_at_or_after_it(
+    lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
+) -> None:
+    topic, times = timed_topic
+    ledger, entry, _ = times[-1]
+    last = MessageId(ledger, entry, -1)
+    probes = sorted({at for _, _, at in times} | {at + 1 for _, _, at in times} | {1})
+    for millis in probes:
+        expected = next(((lg, en) for lg, en, at in times if at >= millis), None)
+        found = first_published_at(lookup, topic, last, millis, FAST)
+        assert (None if found is None else found.entry) == expected, millis
+        assert found is None or found.batch_index == -1
+
+
+def test_a_time_after_the_last_entry_finds_nothing(
+    lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
+) -> None:
+    topic, times = timed_topic
+    ledger, entry, at = times[-1]
+    future = int(time.time() * 1000) + 3_600_000
+    for millis in (at + 1, future):
+        assert first_published_at(lookup, topic, MessageId(ledger, entry, -1), millis, FAST) is None
+
+
+def test_batch_read_by_time_is_planned_from_the_entry_found(
+    broker: LocalBroker, timed_topic: tuple[str, list[tuple[int, int, int]]]
+) -> None:
+    topic, times = timed_topic
+    third = times[len(times) // 2]
+    fifth = times[len(times) * 3 // 4]
+    options = ReadOptions.parse(
+        {
+            "service.url": broker.service_url,
+            "topic": topic,
+            "startingTime": str(third[2]),
+            "endingTime": str(fifth[2]),
+        },
+        streaming=False,
+    )
+    (read,) = PulsarBatchReader(options).partitions()
+    assert isinstance(read, PartitionRead)
+    first = next((lg, en) for lg, en, at in times if at >= third[2])
+    stop = next((lg, en) for lg, en, at in times if at >= fifth[2])
+    assert (read.start.entry, read.start.batch_index, read.start_inclusive) == (first, -1, True)
+    assert (read.end.entry, read.end.batch_index, read.end_inclusive) == (
+        (stop[0], stop[1] - 1),
+        -1,
+        True,
+    )
+    assert (read.min_publish_time, read.max_publish_time) == (third[2], fifth[2])
