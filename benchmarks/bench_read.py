@@ -1,8 +1,19 @@
-"""Batch read, end to end: the ``pulsar`` source against the official client in ``mapInArrow``.
+"""Batch read, end to end: the ``pulsar`` source, the official client, and Spark's ceiling.
 
-One broker, one topic of 1,000,000 messages of 100 bytes in 4 partitions, published with the
-official producer (batching on). Then, on ``local[2]``, each side reads the whole topic into
-Spark's ``noop`` sink, twice (a warm-up run, then the measured run):
+One broker; for each case a topic in 4 partitions, published with the official producer:
+
+=============  ==========  ==================================================================
+case           messages    each message
+=============  ==========  ==================================================================
+``plain``      1,000,000   100 random bytes, no key, no properties, batched
+``keyed``      1,000,000   100 random bytes, a key (``user-<n>``) and two properties, one of
+                           them a UUID unique per message, batched
+``large``      50,000      10 KB of JSON-like text, LZ4, batches of up to 128 KiB (about 12)
+``unbatched``  200,000     100 random bytes, batching off: one message per entry
+=============  ==========  ==================================================================
+
+Then, on ``local[2]``, each side reads the whole topic into Spark's ``noop`` sink, twice (a
+warm-up run, then the measured run):
 
 A. ``spark.read.format("pulsar")...load().write.format("noop").save()``.
 B. What a PySpark user can write today without this package: a DataFrame of the 4 partition
@@ -16,12 +27,15 @@ B. What a PySpark user can write today without this package: a DataFrame of the 
    0.5 s is re-opened after the last message read (pulsar-lite sometimes stops dispatching and
    the official client never recovers by itself; the pulsar source sends one more permit after
    0.5 s of silence instead).
+C. Spark's ceiling for a Python source (``ceiling.py``): prebuilt record batches of the
+   connector's schema, with the case's keys, properties and value size, and no I/O or
+   decoding at all, as many rows per partition as the topic holds.
 
 Each side runs in its own SparkSession (stopped in between), so the peak memory of the Python
 worker processes is measured for that side alone. Row counts are checked outside the timed
 runs. Results go to ``benchmarks/results/bench_read.json``.
 
-    python benchmarks/bench_read.py [--messages 1000000] [--size 100] [--partitions 4]
+    python benchmarks/bench_read.py [--cases plain,keyed,large,unbatched] [--messages N]
 """
 
 from __future__ import annotations
@@ -29,15 +43,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ceiling import CeilingSource
 from common import (
+    DEFAULT_PARTITIONS,
     Published,
+    Shape,
     WorkerMemory,
-    add_dataset_arguments,
     partition_topic,
     publish_dataset,
     report,
@@ -176,9 +193,26 @@ def to_arrow(cols: list[list[Any]], topic: str, partition: int) -> Any:
     )
 
 
-def side_a(spark: Any, service_url: str, topic: str) -> Any:
+@dataclass(frozen=True)
+class Case:
+    messages: int
+    shape: Shape
+
+
+CASES = {
+    "plain": Case(1_000_000, Shape()),
+    "keyed": Case(1_000_000, Shape(keyed=True)),
+    "large": Case(50_000, Shape(size=10_240, compression="lz4", batch_bytes=128 * 1024)),
+    "unbatched": Case(200_000, Shape(batching=False)),
+}
+
+
+def side_a(spark: Any, service_url: str, published: Published) -> Any:
     return (
-        spark.read.format("pulsar").option("service.url", service_url).option("topic", topic).load()
+        spark.read.format("pulsar")
+        .option("service.url", service_url)
+        .option("topic", published.topic)
+        .load()
     )
 
 
@@ -200,6 +234,63 @@ def side_b(spark: Any, service_url: str, published: Published) -> Any:
         "expected bigint, last_ledger bigint, last_entry bigint, last_batch int",
     ).repartition(published.partitions)
     return partitions.mapInArrow(read_with_official_client, B_SCHEMA)
+
+
+def side_c(spark: Any, service_url: str, published: Published) -> Any:
+    return (
+        spark.read.format("ceiling")
+        .option("counts", ",".join(map(str, published.counts)))
+        .option("size", str(published.shape.size))
+        .option("keyed", str(published.shape.keyed).lower())
+        .load()
+    )
+
+
+SIDES: dict[str, tuple[str, Callable[[Any, str, Published], Any]]] = {
+    "A": ("pulsar source", side_a),
+    "B": ("official client in mapInArrow", side_b),
+    "C": ("ceiling: prebuilt Arrow batches", side_c),
+}
+
+
+def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
+    """Publish the case's topic, then measure each side on it; the case's results."""
+    broker = start_broker(f"bench-{name}", args.partitions)
+    try:
+        data = argparse.Namespace(messages=case.messages, partitions=args.partitions)
+        published = publish_dataset(broker, data, case.shape, topic=f"bench-{name}")
+        runs: list[dict[str, Any]] = []
+        counts: dict[str, int | None] = {}
+        for side, (label, make) in SIDES.items():
+            print(f"{name} / {side}: {label} -> noop", flush=True)
+            spark = spark_session(f"bench_read_{name}_{side}")
+            try:
+                spark.dataSource.register(CeilingSource)
+                side_runs, counts[side] = measure(
+                    f"{side} {label}",
+                    lambda make=make, spark=spark: make(spark, broker.service_url, published),
+                    args.runs,
+                    case.messages,
+                )
+            finally:
+                spark.stop()
+            runs += [{"case": name, **r} for r in side_runs]
+    finally:
+        broker.stop()
+    best = {side: last_measured([r for r in runs if r["side"].startswith(side)]) for side in SIDES}
+    return {
+        "case": name,
+        "published": published.summary(),
+        "runs": runs,
+        "counts": counts,
+        "counts_ok": all(c == case.messages for c in counts.values()),
+        "a_over_b": ratio(best["A"], best["B"]),
+        "a_over_ceiling": ratio(best["A"], best["C"]),
+    }
+
+
+def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
+    return round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
 
 
 def measure(
@@ -263,42 +354,26 @@ def last_measured(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_dataset_arguments(parser)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    parser.add_argument("--messages", type=int, help="for every case (default: the case's own)")
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
     parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
     args = parser.parse_args()
+    names = args.cases.split(",")
+    unknown = sorted(set(names) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
 
-    broker = start_broker("bench", args.partitions)
-    try:
-        published = publish_dataset(broker, args)
-        url, topic = broker.service_url, published.topic
+    results = []
+    for name in names:
+        case = CASES[name]
+        if args.messages:
+            case = Case(args.messages, case.shape)
+        results.append(run_case(name, case, args))
 
-        print("A: spark.read.format('pulsar') -> noop", flush=True)
-        spark = spark_session("bench_read_A")
-        try:
-            a_runs, a_count = measure(
-                "A pulsar source", lambda: side_a(spark, url, topic), args.runs, args.messages
-            )
-        finally:
-            spark.stop()
-
-        print("B: mapInArrow + official client reader -> noop", flush=True)
-        spark = spark_session("bench_read_B")
-        try:
-            b_runs, b_count = measure(
-                "B official client in mapInArrow",
-                lambda: side_b(spark, url, published),
-                args.runs,
-                args.messages,
-            )
-        finally:
-            spark.stop()
-    finally:
-        broker.stop()
-
-    a, b = last_measured(a_runs), last_measured(b_runs)
-    ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
     rows = [
         [
+            r["case"],
             r["side"],
             r["run"],
             r.get("seconds", "failed"),
@@ -306,33 +381,30 @@ def main() -> None:
             r.get("max_worker_rss_mb", "-"),
             r.get("max_total_rss_mb", "-"),
         ]
-        for r in a_runs + b_runs
+        for result in results
+        for r in result["runs"]
     ]
-    counts_ok = a_count == b_count == args.messages
-    print(f"\nA/B (last measured runs): {ratio}x   row counts: A {a_count}, B {b_count}")
+    print()
+    for result in results:
+        print(
+            f"{result['case']}: A/B {result['a_over_b']}x, A/ceiling {result['a_over_ceiling']} "
+            f"(last measured runs); row counts {result['counts']}"
+        )
     report(
         "bench_read",
-        ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB"],
+        ["case", "side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB"],
         rows,
-        {
-            "published": published.summary(),
-            "runs": a_runs + b_runs,
-            "ratio_a_over_b": ratio,
-            "counts": {"A": a_count, "B": b_count},
-            "counts_ok": counts_ok,
-        },
+        {"cases": results},
     )
     failed = [
-        f"{r['side']} run {i + 1}"
-        for runs in (a_runs, b_runs)
-        for i, r in enumerate(runs)
+        f"{r['case']} {r['side']} run {r['run']}"
+        for result in results
+        for r in result["runs"]
         if "error" in r
     ]
-    if failed or not counts_ok:
-        sys.exit(
-            f"failed runs: {failed or 'none'}; row counts A {a_count}, B {b_count} "
-            f"(expected {args.messages:,})"
-        )
+    wrong = {r["case"]: r["counts"] for r in results if not r["counts_ok"]}
+    if failed or wrong:
+        sys.exit(f"failed runs: {failed or 'none'}; wrong row counts: {wrong or 'none'}")
 
 
 if __name__ == "__main__":

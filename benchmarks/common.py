@@ -2,8 +2,9 @@
 
 - :func:`start_broker` runs a local pulsar-lite broker with one partitioned topic.
 - :func:`publish` fills that topic with the official Apache Pulsar producer (``pulsar-client``),
-  batching on, messages spread round-robin over the partitions, and returns how many messages
-  each partition holds and the id of its last message.
+  messages of a :class:`Shape` (size, keys and properties, compression, batching) spread
+  round-robin over the partitions, and returns how many messages each partition holds and the
+  id of its last message.
 - :func:`spark_session` builds a ``local[2]`` session whose Python workers use this interpreter,
   with the ``pulsar`` source registered.
 - :class:`WorkerMemory` samples the resident memory of Spark's Python worker processes.
@@ -23,6 +24,7 @@ import platform
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -64,19 +66,49 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
 
 
-def publish_dataset(broker: LocalBroker, args: argparse.Namespace) -> Published:
-    """Publish the data ``args`` describes to ``broker`` with the official producer."""
+@dataclass(frozen=True)
+class Shape:
+    """What every published message looks like.
+
+    ``keyed``: each message has a key (``user-<n>``, 10,000 distinct) and two properties,
+    ``source`` (one of four values) and ``trace-id`` (a UUID, unique per message). Values are
+    random bytes, or JSON-like text when compressed (random bytes do not compress)."""
+
+    size: int = 100
+    keyed: bool = False
+    compression: str = "none"  # "none" or "lz4"
+    batching: bool = True
+    batch_bytes: int = 1 << 20
+
+    def describe(self) -> str:
+        parts = [f"{self.size:,} B"]
+        if self.keyed:
+            parts.append("keyed + 2 properties")
+        if self.compression != "none":
+            parts.append(self.compression.upper())
+        parts.append(f"batches of {self.batch_bytes // 1024} KiB" if self.batching else "unbatched")
+        return ", ".join(parts)
+
+
+def publish_dataset(
+    broker: LocalBroker,
+    args: argparse.Namespace,
+    shape: Shape | None = None,
+    topic: str = DEFAULT_TOPIC,
+) -> Published:
+    """Publish the data ``args`` describes (``shape`` for more than the size) to ``broker``."""
+    shape = shape or Shape(size=args.size)
     print(
-        f"publishing {args.messages:,} x {args.size} B to {args.partitions} partitions "
-        "with the official producer ...",
+        f"publishing {args.messages:,} messages ({shape.describe()}) to {args.partitions} "
+        "partitions with the official producer ...",
         flush=True,
     )
     published = publish(
         broker.service_url,
-        DEFAULT_TOPIC,
+        topic,
         partitions=args.partitions,
         messages=args.messages,
-        size=args.size,
+        shape=shape,
     )
     print(f"  {published.seconds:.1f} s, {published.rate:,.0f} msg/s", flush=True)
     return published
@@ -89,7 +121,7 @@ class Published:
     topic: str
     partitions: int
     messages: int
-    size: int
+    shape: Shape
     seconds: float
     counts: list[int]
     last_ids: list[tuple[int, int, int]]  # (ledger, entry, batch index) per partition
@@ -101,7 +133,8 @@ class Published:
     def summary(self) -> dict[str, Any]:
         return {
             "messages": self.messages,
-            "message_bytes": self.size,
+            "message_bytes": self.shape.size,
+            "shape": asdict(self.shape),
             "partitions": self.partitions,
             "seconds": round(self.seconds, 3),
             "msg_per_s": round(self.rate),
@@ -122,15 +155,16 @@ def publish(
     *,
     partitions: int = DEFAULT_PARTITIONS,
     messages: int = 1_000_000,
-    size: int = 100,
+    shape: Shape = Shape(),
     processes: int | None = None,
     timeout: float = 300.0,
 ) -> Published:
-    """Publish ``messages`` payloads of ``size`` random bytes with the official producer.
+    """Publish ``messages`` messages of ``shape`` with the official producer.
 
     Message ``i`` goes to partition ``i % partitions``. Each partition topic
-    (``<topic>-partition-i``) gets its own producer: batching on (1000 messages, 1 MiB or
-    10 ms), ``send_async`` + ``flush``, blocking when 50,000 sends are pending. The partitions
+    (``<topic>-partition-i``) gets its own producer: batching as ``shape`` says (up to 1000
+    messages, ``shape.batch_bytes`` or 10 ms), ``send_async`` + ``flush``, blocking when 50,000
+    sends are pending. The partitions
     are shared out over ``processes`` child processes (default: one per CPU, at most one per
     partition), since one Python thread cannot feed the C++ producers fast enough.
     """
@@ -150,7 +184,7 @@ def publish(
                 service_url,
                 topic,
                 {i: counts[i] for i in group},
-                size,
+                shape,
                 timeout,
             )
             for group in groups
@@ -163,7 +197,7 @@ def publish(
         topic=full_topic_name(topic),
         partitions=partitions,
         messages=messages,
-        size=size,
+        shape=shape,
         seconds=seconds,
         counts=counts,
         last_ids=[last_ids[i] for i in range(partitions)],
@@ -176,8 +210,35 @@ def _ready(_: int) -> bool:
     return True
 
 
+def _payloads(shape: Shape) -> list[bytes]:
+    """1024 values of ``shape.size`` bytes to cycle through."""
+    if shape.compression == "none":
+        return [os.urandom(shape.size) for _ in range(1024)]
+    words = ["order", "user", "amount", "currency", "EUR", "status", "shipped", "items"]
+    values = []
+    for n in range(1024):
+        text = ""
+        while len(text) < shape.size:
+            text += f'{{"{words[n % 8]}": {n * 7919 % 100_003}, "id": "{os.urandom(4).hex()}"}}, '
+        values.append(text[: shape.size].encode())
+    return values
+
+
+def _message_fields(shape: Shape, n: int) -> dict[str, Any]:
+    """The key and properties of message ``n`` (none unless ``shape.keyed``)."""
+    if not shape.keyed:
+        return {}
+    return {
+        "partition_key": f"user-{n % 10_000}",
+        "properties": {"source": _SOURCES[n % 4], "trace-id": str(uuid.uuid4())},
+    }
+
+
+_SOURCES = ("web", "mobile", "batch", "partner")
+
+
 def _publish_partitions(
-    service_url: str, topic: str, counts: dict[int, int], size: int, timeout: float
+    service_url: str, topic: str, counts: dict[int, int], shape: Shape, timeout: float
 ) -> dict[int, tuple[int, int, int]]:
     """In a child process: send ``counts[i]`` messages to partition ``i``, interleaved.
 
@@ -187,7 +248,11 @@ def _publish_partitions(
     """
     import pulsar
 
-    payloads = [os.urandom(size) for _ in range(1024)]
+    payloads = _payloads(shape)
+    compression = {
+        "none": pulsar.CompressionType.NONE,
+        "lz4": pulsar.CompressionType.LZ4,
+    }[shape.compression]
     results: dict[int, tuple[int, int, int]] = {}
     errors: list[str] = []
     lock = threading.Lock()
@@ -214,9 +279,10 @@ def _publish_partitions(
         producers = {
             index: client.create_producer(
                 partition_topic(topic, index),
-                batching_enabled=True,
+                batching_enabled=shape.batching,
                 batching_max_messages=1000,
-                batching_max_allowed_size_in_bytes=1 << 20,
+                batching_max_allowed_size_in_bytes=shape.batch_bytes,
+                compression_type=compression,
                 batching_max_publish_delay_ms=10,
                 max_pending_messages=50_000,
                 block_if_queue_full=True,
@@ -234,7 +300,9 @@ def _publish_partitions(
                     continue
                 last = n == counts[index] - 1
                 producers[index].send_async(
-                    payloads[sent % pool], on_last(index) if last else _NO_OP_CALLBACK
+                    payloads[sent % pool],
+                    on_last(index) if last else _NO_OP_CALLBACK,
+                    **_message_fields(shape, sent),
                 )
                 sent += 1
         for producer in producers.values():
@@ -261,10 +329,13 @@ def spark_session(app: str, *, extra: dict[str, str] | None = None) -> SparkSess
     """A ``local[2]`` session whose Python workers run this interpreter; ``pulsar`` registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    repo = str(Path(__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH", "")
-    if repo not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, path) if p)
+    here = Path(__file__).resolve().parent
+    path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    # The repository for the connector, this directory for the benchmarks' own data sources.
+    wanted = [str(here.parent), str(here)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [p for p in wanted if p not in path] + [p for p in path if p]
+    )
 
     from pyspark.sql import SparkSession
 

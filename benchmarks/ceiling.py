@@ -1,0 +1,108 @@
+"""Spark's ceiling for a Python source: a data source that does no I/O and no decoding.
+
+``spark.read.format("ceiling")`` yields, per partition, prebuilt Arrow record batches of the
+connector's schema (:data:`~pulsar_spark.arrow.schema.ARROW_SCHEMA`) and of the same size the
+connector yields (up to 65,536 rows or 32 MiB of values), until the partition's row count is
+reached. The batch is built once per Python worker and kept (Spark reuses its workers, so a
+warm-up run builds it), which leaves only what Spark itself costs a Python source: moving Arrow
+batches from the worker into the JVM. No real source can be faster; ``bench_read`` reports the
+connector as a share of it.
+
+Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
+(``true``: a key and two properties per row, like :class:`common.Shape`).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from pulsar_spark.arrow.decode import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
+from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
+
+_BUILT: dict[tuple[int, bool, int], pa.RecordBatch] = {}
+
+
+class CeilingSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "ceiling"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return CeilingReader(
+            [int(c) for c in self.options["counts"].split(",")],
+            int(self.options["size"]),
+            self.options.get("keyed", "false") == "true",
+        )
+
+
+class CeilingPartition(InputPartition):  # type: ignore[misc]
+    def __init__(self, index: int, rows: int) -> None:
+        super().__init__(index)
+        self.index = index
+        self.rows = rows
+
+
+class CeilingReader(DataSourceReader):
+    def __init__(self, counts: list[int], size: int, keyed: bool) -> None:
+        self.counts = counts
+        self.size = size
+        self.keyed = keyed
+
+    def partitions(self) -> list[InputPartition]:
+        return [CeilingPartition(i, rows) for i, rows in enumerate(self.counts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, CeilingPartition)
+        rows_per_batch = max(1, min(DEFAULT_MAX_ROWS, DEFAULT_MAX_BYTES // self.size))
+        batch = prebuilt(rows_per_batch, self.keyed, self.size, partition.index)
+        left = partition.rows
+        while left > 0:
+            yield batch if left >= len(batch) else batch.slice(0, left)
+            left -= len(batch)
+
+
+def prebuilt(rows: int, keyed: bool, size: int, partition: int) -> pa.RecordBatch:
+    """The batch a worker yields over and over, built on first use."""
+    key = (rows, keyed, size)
+    if key not in _BUILT:
+        _BUILT[key] = _build(rows, keyed, size, partition)
+    return _BUILT[key]
+
+
+def _build(rows: int, keyed: bool, size: int, partition: int) -> pa.RecordBatch:
+    timestamp = 1_700_000_000_000_000
+    values = [os.urandom(size) for _ in range(rows)]
+    keys = [f"user-{n % 10_000}".encode() for n in range(rows)] if keyed else [None] * rows
+    sources = ("web", "mobile", "batch", "partner")
+    properties = (
+        [[("source", sources[n % 4]), ("trace-id", str(uuid.uuid4()))] for n in range(rows)]
+        if keyed
+        else [[] for _ in range(rows)]
+    )
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": keys,
+            "value": values,
+            "topic": ["persistent://public/default/ceiling"] * rows,
+            "partition": [partition] * rows,
+            "messageId": [
+                {"ledgerId": 10, "entryId": n // 1000, "batchIndex": n % 1000} for n in range(rows)
+            ],
+            "publishTime": [timestamp + n for n in range(rows)],
+            "eventTime": [None] * rows,
+            "properties": properties,
+            "producerName": ["producer-1"] * rows,
+            "sequenceId": list(range(rows)),
+            "replicatedFrom": [None] * rows,
+        },
+        schema=ARROW_SCHEMA,
+    )
