@@ -19,7 +19,7 @@ from pulsar_spark.client.pool import ConnectionPool, default_pool
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.options import TopicSelection
+from pulsar_spark.spark.read_options import TopicSelection
 from pulsar_spark.topic import TopicName
 
 

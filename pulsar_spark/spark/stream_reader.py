@@ -42,7 +42,6 @@ from pulsar_spark.spark.offsets import (
     consumed_before,
     has_messages_after,
 )
-from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
@@ -51,6 +50,7 @@ from pulsar_spark.spark.planning import (
     resolve_partitions,
 )
 from pulsar_spark.spark.positions import AtTime, Earliest, Latest, PositionSpec, Specific
+from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
 
 log = logging.getLogger(__name__)
