@@ -10,7 +10,6 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import consumed_before
-from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
@@ -20,6 +19,7 @@ from pulsar_spark.spark.planning import (
     resolve_partitions,
 )
 from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specific
+from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
 
 

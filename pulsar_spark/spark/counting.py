@@ -9,12 +9,13 @@ id of the last counted message, exact to the batch index.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
+from pulsar_spark.spark.offsets import has_messages_after
 
 # An entry being handed out: its id, the batch indexes not yet taken, and whether those run
 # to the entry's last message. Indexes are a ``range`` (slicing one is O(1)); ``range(-1, 0)``
@@ -139,3 +140,56 @@ def limit_ends(counters: dict[str, MessageCounter], budget: int) -> dict[str, Me
                 still.append(name)
         active = still
     return {name: counter.position for name, counter in counters.items()}
+
+
+OpenCounter = Callable[[str, MessageId, MessageId], MessageCounter]
+"""Opens a counter over (start, last] of the named partition."""
+
+
+class KeptCounters:
+    """The driver's message counters, kept between micro-batches: the next one usually starts
+    where the last ended, and goes on counting from there."""
+
+    def __init__(self, open_counter: OpenCounter) -> None:
+        self._open = open_counter
+        self._counters: dict[str, MessageCounter] = {}
+
+    def ends(
+        self, starts: Mapping[str, MessageId], available: Mapping[str, MessageId], budget: int
+    ) -> dict[str, MessageId]:
+        """End positions after at most ``budget`` messages past ``starts``.
+
+        A counter that already stands at a partition's start (it ended the previous
+        micro-batch there, and the range's end has not moved) goes on from where it is, with
+        the entries it has received since; any other is replaced by a new one. Counters are
+        kept for the next micro-batch and all dropped on any error.
+        """
+        counters = {
+            name: self._counter(name, starts[name], available[name])
+            for name in starts
+            if has_messages_after(starts[name], available[name])
+        }
+        self._keep(counters)
+        try:
+            ends = limit_ends(counters, budget)
+        except BaseException:
+            self.close()
+            raise
+        return {name: ends.get(name, starts[name]) for name in starts}
+
+    def close(self) -> None:
+        """Close every counter."""
+        self._keep({})
+
+    def _counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
+        counter = self._counters.get(name)
+        if counter is not None and counter.resumes(start, last):
+            return counter
+        return self._open(name, start, last)
+
+    def _keep(self, keep: dict[str, MessageCounter]) -> None:
+        """Close every counter not in ``keep``, which becomes the set kept."""
+        for counter in self._counters.values():
+            if counter not in keep.values():
+                counter.close()
+        self._counters = keep

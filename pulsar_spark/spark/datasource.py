@@ -21,7 +21,8 @@ from pyspark.sql.types import StructType
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.options import ReadOptions, WriteOptions
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
+from pulsar_spark.spark.write_options import WriteOptions
 
 NAME = "pulsar"
 
@@ -34,18 +35,18 @@ class PulsarDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        ReadOptions.parse(self.options, streaming=None)  # fail fast on bad read options
+        check_read_options(self.options)  # fail fast on bad read options
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.batch_reader import PulsarBatchReader
 
-        return PulsarBatchReader(ReadOptions.parse(self.options, streaming=False))
+        return PulsarBatchReader(ReadOptions.parse(self.options, mode=ReadMode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
-        return PulsarStreamReader(ReadOptions.parse(self.options, streaming=True))
+        return PulsarStreamReader(ReadOptions.parse(self.options, mode=ReadMode.STREAM))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.writer import PulsarBatchWriter

@@ -16,6 +16,9 @@ from pulsar_spark.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
+# The one topic to read or write; reads also take a list or a pattern instead.
+TOPIC = "topic"
+
 # Keys Spark itself may put into a source's or sink's options.
 SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
 

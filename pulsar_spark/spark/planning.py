@@ -20,7 +20,7 @@ from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE, ReaderSettings
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.options import TopicSelection
+from pulsar_spark.spark.read_options import TopicSelection
 from pulsar_spark.topic import TopicName
 
 

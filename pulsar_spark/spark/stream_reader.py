@@ -7,19 +7,16 @@ executors on a fresh copy of this object and uses nothing but its InputPartition
 depend on checkpointed offsets alone — never on ``commit`` (which Spark calls late) or ``stop``
 (which Spark may never call).
 
-A partition that vanished, or that no longer reaches the checkpointed position (deleted and
-re-created, say), is data loss: the query fails unless ``failOnDataLoss=false``. Then a warning
-is logged and the partition starts over through the offsets themselves: the micro-batch that
-notices ends it at "nothing consumed", the next one reads it from its first message. A task
-whose start position no longer exists (retention removed its ledger: the first entry delivered
-lies in a later ledger) is data loss too; with ``failOnDataLoss=false`` it warns and reads what
-is left of its range.
+The pieces are their own modules: where the query starts (:mod:`.start_offsets`), where each
+micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
+(:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
+position, or a task whose start retention removed), and counting messages for
+``maxMessagesPerTrigger`` (:mod:`.counting`). This class wires them to Spark.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -32,28 +29,22 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import DataLossError, PulsarSparkError
+from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import MessageCounter, limit_ends
-from pulsar_spark.spark.offsets import (
-    NOTHING_CONSUMED,
-    PulsarOffset,
-    consumed_before,
-    has_messages_after,
-)
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.counting import KeptCounters, MessageCounter
+from pulsar_spark.spark.data_loss import DataLossPolicy
+from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
-    first_published,
     last_message_id,
     make_lookup,
     resolve_partitions,
 )
-from pulsar_spark.spark.positions import AtTime, Earliest, Latest, PositionSpec, Specific
+from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
-
-log = logging.getLogger(__name__)
+from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
+from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
 
 T = TypeVar("T")
 
@@ -61,14 +52,13 @@ T = TypeVar("T")
 class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self._policy = DataLossPolicy(options.fail_on_data_loss)
         self._lookup: Lookup | None = None
         self._refs: dict[str, PartitionRef] = {}
         self._available_now: dict[str, MessageId | None] | None = None
         self._latest: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
-        # The driver's message counters, kept between micro-batches: the next one usually
-        # starts where the last ended, and goes on counting from there (see ``_limited``).
-        self._counters: dict[str, MessageCounter] = {}
+        self._counters = KeptCounters(self._open_counter)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the options only: read() is stateless by design.
@@ -89,11 +79,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _resolve_initial(self) -> dict[str, Any]:
         lookup = self._connect()
-        spec = self.options.starting
-        positions = {}
-        for ref in self._discover(lookup):
-            positions[ref.name] = self._initial_position(lookup, ref, spec)
-        return PulsarOffset(positions).to_json()
+        positions = BrokerPositions(lookup, self.options.poll_timeout)
+        return initial_offset(self.options.starting, self._discover(lookup), positions).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger
@@ -115,7 +102,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 return self._latest_offset(start, limit)
             except PulsarSparkError:
-                self._close_counters({})
+                self._counters.close()
                 raise
 
         return self._retrying(attempt, "finding the end of the next micro-batch")
@@ -150,7 +137,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         """Close the driver's counters (connections belong to the process-wide pool). Spark
         may never call this; nothing depends on it."""
-        self._close_counters({})
+        self._counters.close()
 
     # --- executors -------------------------------------------------------------------------
 
@@ -158,11 +145,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, PartitionRead)
 
         def start_gone(first: MessageId) -> None:
-            self._data_loss(
-                f"partition {partition.ref.name} was read up to {partition.start}, which no "
-                f"longer exists (removed by retention, or the topic was re-created); the first "
-                f"message left is in {first}"
-            )
+            self._policy.start_gone(partition.ref.name, partition.start, first)
 
         return read_partition(partition, start_gone)
 
@@ -181,135 +164,30 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._refs = {ref.name: ref for ref in refs}
         return refs
 
-    def _initial_position(self, lookup: Lookup, ref: PartitionRef, spec: PositionSpec) -> MessageId:
-        if isinstance(spec, Specific):
-            value = spec.for_partition(ref.name, ref.topic)
-            if isinstance(value, MessageId):
-                return consumed_before(value.with_partition(ref.partition))
-            spec = Latest() if value == "latest" else Earliest()
-        if isinstance(spec, Latest):
-            return last_message_id(lookup, ref) or NOTHING_CONSUMED
-        if isinstance(spec, AtTime):
-            return self._before_time(lookup, ref, spec.millis)
-        return NOTHING_CONSUMED
-
-    def _before_time(self, lookup: Lookup, ref: PartitionRef, millis: int) -> MessageId:
-        """The position just before the first entry published at or after ``millis``."""
-        last = last_message_id(lookup, ref)
-        if last is None:
-            return NOTHING_CONSUMED
-        found = first_published(lookup, ref, last, millis, self.options.poll_timeout)
-        return last if found is None else consumed_before(found)
-
     def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         lookup = self._connect()
         begin = PulsarOffset.from_json(start).positions
         refs = self._discover(lookup)
-        self._check_vanished(begin, refs)
-        starts: dict[str, MessageId] = {}
-        available: dict[str, MessageId] = {}
-        for ref in refs:
-            last = self._last_for_trigger(lookup, ref)
-            first = begin.get(ref.name, NOTHING_CONSUMED)
-            if self._lost(lookup, ref, first, last):
-                # Start over in the offsets themselves: this micro-batch ends the partition at
-                # "nothing consumed" (reading nothing of it), the next reads it from the start.
-                first = last = NOTHING_CONSUMED
-            starts[ref.name] = first
-            available[ref.name] = (
-                last if last is not None and has_messages_after(first, last) else first
-            )
-        self._latest = PulsarOffset(available).to_json()
+        ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup))
+        self._latest = PulsarOffset(ranges.ends).to_json()
         if isinstance(limit, ReadMaxRows):
-            return PulsarOffset(self._limited(lookup, starts, available, limit.max_rows)).to_json()
+            ends = self._counters.ends(ranges.starts, ranges.ends, limit.max_rows)
+            return PulsarOffset(ends).to_json()
         return self._latest
 
-    def _last_for_trigger(self, lookup: Lookup, ref: PartitionRef) -> MessageId | None:
-        if self._available_now is None:
+    def _ends(self, lookup: Lookup) -> tuple[EndOf, EndOf | None]:
+        """Where micro-batches end, and under Trigger.AvailableNow where partitions end now."""
+
+        def now(ref: PartitionRef) -> MessageId | None:
             return last_message_id(lookup, ref)
-        return self._available_now.get(ref.name)
 
-    def _limited(
-        self,
-        lookup: Lookup,
-        starts: dict[str, MessageId],
-        available: dict[str, MessageId],
-        budget: int,
-    ) -> dict[str, MessageId]:
-        """End positions after at most ``budget`` messages past ``starts``.
+        recorded = self._available_now
+        if recorded is None:
+            return now, None
+        return (lambda ref: recorded.get(ref.name)), now
 
-        A counter that already stands at a partition's start (it ended the previous
-        micro-batch there, and the range's end has not moved) goes on from where it is, with
-        the entries it has received since; any other is replaced by a new one. Counters are
-        kept for the next micro-batch and all dropped on any error.
-        """
-        counters = {
-            name: self._counter(lookup, name, starts[name], available[name])
-            for name in starts
-            if has_messages_after(starts[name], available[name])
-        }
-        self._close_counters(counters)
-        try:
-            ends = limit_ends(counters, budget)
-        except BaseException:
-            self._close_counters({})
-            raise
-        return {name: ends.get(name, starts[name]) for name in starts}
-
-    def _counter(
-        self, lookup: Lookup, name: str, start: MessageId, last: MessageId
-    ) -> MessageCounter:
-        counter = self._counters.get(name)
-        if counter is not None and counter.resumes(start, last):
-            return counter
-        return MessageCounter(lookup, name, start, last, self.options.poll_timeout)
-
-    def _close_counters(self, keep: dict[str, MessageCounter]) -> None:
-        """Close every counter not in ``keep``, which becomes the set kept."""
-        for counter in self._counters.values():
-            if counter not in keep.values():
-                counter.close()
-        self._counters = keep
-
-    def _check_vanished(self, begin: Mapping[str, MessageId], refs: list[PartitionRef]) -> None:
-        current = {ref.name for ref in refs}
-        for name in sorted(set(begin) - current):
-            self._data_loss(f"partition {name} no longer exists")
-
-    def _lost(
-        self, lookup: Lookup, ref: PartitionRef, first: MessageId, last: MessageId | None
-    ) -> bool:
-        """Whether the partition no longer holds position ``first`` (reported as data loss).
-
-        Under Trigger.AvailableNow ``last`` is the end recorded when the query started. A start
-        can lie beyond it without loss (Spark records the ends before it asks for the initial
-        offset, which may be ``latest``), so such a start is checked against the current end.
-        """
-        if first.is_earliest or not _beyond(first, last):
-            return False
-        if self._available_now is not None:
-            last = last_message_id(lookup, ref)
-            if not _beyond(first, last):
-                return False
-        self._data_loss(
-            f"partition {ref.name} was read up to {first} but now ends at "
-            f"{last if last is not None else 'nothing (it is empty)'}"
-        )
-        return True
-
-    def _data_loss(self, what: str) -> None:
-        message = (
-            f"{what}: data the query expected is gone. Set failOnDataLoss=false to continue "
-            "from what exists (the missing messages are skipped)"
-        )
-        if self.options.fail_on_data_loss:
-            raise DataLossError(message)
-        log.warning(message)
-
-
-def _beyond(first: MessageId, last: MessageId | None) -> bool:
-    """Whether a partition ending at ``last`` (None: empty) ends before position ``first``."""
-    return last is None or last.last_key() < first.last_key()
+    def _open_counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
+        return MessageCounter(self._connect(), name, start, last, self.options.poll_timeout)
 
 
 def _ref_from_name(name: str) -> PartitionRef:

@@ -49,8 +49,8 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
-from pulsar_spark.spark.options import WriteOptions
 from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.write_options import WriteOptions
 from pulsar_spark.topic import TopicName
 
 _TYPES: dict[str, tuple[type[DataType], ...]] = {

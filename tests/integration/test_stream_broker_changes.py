@@ -40,7 +40,7 @@ from pulsar_spark.client.pool import default_pool
 from pulsar_spark.errors import BrokerUnreachableError, RetriesExhaustedError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -69,7 +69,9 @@ def test_idle_query_receives_messages_after_a_long_silence(
     batches = Batches()
     query = processing_time(stream(spark, broker.service_url, topic_name), batches, "1 second")
     driver = PulsarStreamReader(
-        ReadOptions.parse({"service.url": broker.service_url, "topic": topic_name}, streaming=True)
+        ReadOptions.parse(
+            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
+        )
     )
     try:
         start = driver.initialOffset()
@@ -200,7 +202,7 @@ def test_latest_offset_retries_a_lost_broker_until_the_operation_timeout(
                 "topic": "t",
                 "pulsar.client.operationTimeoutMs": "1000",
             },
-            streaming=True,
+            mode=ReadMode.STREAM,
         )
     )
     started = time.monotonic()

@@ -39,7 +39,7 @@ from pulsar_spark.errors import DataLossError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -145,7 +145,7 @@ def test_data_loss_warning_and_offsets_on_the_driver(
         return PulsarStreamReader(
             ReadOptions.parse(
                 {"service.url": broker.service_url, "topic": topic_name, **options},
-                streaming=True,
+                mode=ReadMode.STREAM,
             )
         )
 
@@ -183,7 +183,9 @@ def test_available_now_start_after_its_recorded_end_is_not_data_loss(
     lies beyond the recorded end. That is no loss; the run has nothing to read there."""
     publish(client, topic_name, drafts(3, "x"))
     reader = PulsarStreamReader(
-        ReadOptions.parse({"service.url": broker.service_url, "topic": topic_name}, streaming=True)
+        ReadOptions.parse(
+            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
+        )
     )
     reader.prepareForTriggerAvailableNow()
     later = publish(client, topic_name, drafts(2, "y"))

@@ -29,7 +29,7 @@ from support.topics import full, partition_of
 
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -157,7 +157,7 @@ def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
                 "topic": topic_name,
                 "startingOffsets": "earliest",
             },
-            streaming=True,
+            mode=ReadMode.STREAM,
         )
     )
     initial = reader.initialOffset()

@@ -25,7 +25,7 @@ from support.topics import partition_of
 from support.waiting import wait_until
 
 from pulsar_spark.local import LocalBroker
-from pulsar_spark.spark.options import ReadOptions
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -116,7 +116,9 @@ def test_initial_offset_is_resolved_once(
     same, or the messages published in between would be skipped."""
     publish(client, topic_name, drafts(2, "a"))
     reader = PulsarStreamReader(
-        ReadOptions.parse({"service.url": broker.service_url, "topic": topic_name}, streaming=True)
+        ReadOptions.parse(
+            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
+        )
     )
     first = reader.initialOffset()
     publish(client, topic_name, drafts(3, "b"))

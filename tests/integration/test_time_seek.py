@@ -17,8 +17,8 @@ from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.batch_reader import PulsarBatchReader
-from pulsar_spark.spark.options import ReadOptions
 from pulsar_spark.spark.planning import PartitionRead
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration
@@ -108,7 +108,7 @@ def test_batch_read_by_time_is_planned_from_the_entry_found(
             "startingTime": str(third[2]),
             "endingTime": str(fifth[2]),
         },
-        streaming=False,
+        mode=ReadMode.BATCH,
     )
     (read,) = PulsarBatchReader(options).partitions()
     assert isinstance(read, PartitionRead)

@@ -4,7 +4,8 @@
 hands out the entries from the start entry to the end entry, as the real one does. The tests
 check that a limit ends a micro-batch after exactly N messages (cutting inside a batch), that
 the ends of consecutive batches partition the messages, how a budget is shared between
-partitions, and that the per-entry index range equals the message-by-message definition.
+partitions, which counters are kept, replaced and closed between micro-batches, and that the
+per-entry index range equals the message-by-message definition.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 import pytest
 
 from pulsar_spark.client.reader import RawEntry
+from pulsar_spark.errors import PulsarConnectionError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.payload import PayloadSection
-from pulsar_spark.spark.counting import MessageCounter, _index_range, limit_ends
+from pulsar_spark.spark.counting import KeptCounters, MessageCounter, _index_range, limit_ends
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 
 # --- building entries ------------------------------------------------------------------------
@@ -84,9 +86,14 @@ class FakeReader:
                 yield raw
 
 
-def counter(entries: list[RawEntry], start: MessageId, last: MessageId) -> MessageCounter:
+def counter(
+    entries: list[RawEntry],
+    start: MessageId,
+    last: MessageId,
+    kind: type[MessageCounter] = MessageCounter,
+) -> MessageCounter:
     lookup: Any = SimpleNamespace(timeout=1.0)
-    made = MessageCounter(lookup, "t", start, last, poll_timeout=1.0)
+    made = kind(lookup, "t", start, last, poll_timeout=1.0)
     made._reader = FakeReader(entries, start, last)  # type: ignore[assignment]
     return made
 
@@ -254,6 +261,102 @@ def test_limit_larger_than_the_backlog_takes_everything() -> None:
     ends = limit_ends(counters, 1000)
     assert ends == {"p0": MessageId(10, 1), "p1": MessageId(11, 1)}
     assert all(c.exhausted for c in counters.values())
+
+
+# --- counters kept between micro-batches ------------------------------------------------------
+
+
+class Tracked(MessageCounter):
+    """A counter that records whether it was closed."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+class Failing(Tracked):
+    def take(self, wanted: int) -> int:
+        raise PulsarConnectionError("connection lost")
+
+
+class Opener:
+    """Opens counters over in-memory partitions and remembers each one, in order."""
+
+    def __init__(self, partitions: dict[str, list[RawEntry]], failing: str = "") -> None:
+        self._partitions = partitions
+        self._failing = failing
+        self.opened: list[tuple[str, MessageId, Tracked]] = []
+
+    def __call__(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
+        kind = Failing if name == self._failing else Tracked
+        made = counter(self._partitions[name], start, last, kind)
+        assert isinstance(made, Tracked)
+        self.opened.append((name, start, made))
+        return made
+
+    def closed(self) -> list[bool]:
+        return [made.closed for _, _, made in self.opened]
+
+
+FOURS = {"p0": [entry(10, e, 4) for e in range(3)]}  # 12 messages in 10:0..10:2
+FOURS_LAST = MessageId(10, 2)
+
+
+def test_kept_counters_go_on_from_where_the_last_micro_batch_ended() -> None:
+    opener = Opener(FOURS)
+    kept = KeptCounters(opener)
+    first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5)
+    assert first == {"p0": MessageId(10, 1, 0)}
+    second = kept.ends(first, {"p0": FOURS_LAST}, 5)
+    assert second == {"p0": MessageId(10, 2, 1)}
+    assert [(name, start) for name, start, _ in opener.opened] == [("p0", NOTHING_CONSUMED)]
+    assert opener.closed() == [False]
+
+
+def test_a_counter_is_replaced_when_its_start_or_end_moved() -> None:
+    opener = Opener(FOURS)
+    kept = KeptCounters(opener)
+    assert kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5) == {"p0": MessageId(10, 1, 0)}
+    # Spark plans the same micro-batch again (after a restart, say): counted from its start
+    assert kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5) == {"p0": MessageId(10, 1, 0)}
+    # the range's end moved: the rest of entry 10:1, recorded as the whole entry
+    moved = MessageId(10, 1)
+    assert kept.ends({"p0": MessageId(10, 1, 0)}, {"p0": moved}, 5) == {"p0": moved}
+    assert [start for _, start, _ in opener.opened] == [
+        NOTHING_CONSUMED,
+        NOTHING_CONSUMED,
+        MessageId(10, 1, 0),
+    ]
+    assert opener.closed() == [True, True, False]
+
+
+def test_a_partition_without_messages_keeps_its_start_and_gets_no_counter() -> None:
+    opener = Opener({})
+    starts = {"p0": NOTHING_CONSUMED, "p1": MessageId(11, 4)}
+    assert KeptCounters(opener).ends(starts, starts, 5) == starts
+    assert opener.opened == []
+
+
+def test_close_closes_every_kept_counter() -> None:
+    opener = Opener({"p0": FOURS["p0"], "p1": [entry(11, 0, 4)]})
+    kept = KeptCounters(opener)
+    starts = {"p0": NOTHING_CONSUMED, "p1": NOTHING_CONSUMED}
+    kept.ends(starts, {"p0": FOURS_LAST, "p1": MessageId(11, 0)}, 2)
+    assert opener.closed() == [False, False]
+    kept.close()
+    assert opener.closed() == [True, True]
+
+
+def test_an_error_while_counting_closes_every_counter() -> None:
+    opener = Opener({"p0": FOURS["p0"], "p1": [entry(11, 0, 4)]}, failing="p1")
+    kept = KeptCounters(opener)
+    first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5)
+    with pytest.raises(PulsarConnectionError, match="connection lost"):
+        kept.ends({**first, "p1": NOTHING_CONSUMED}, {"p0": FOURS_LAST, "p1": MessageId(11, 0)}, 5)
+    assert [name for name, _, _ in opener.opened] == ["p0", "p1"]
+    assert opener.closed() == [True, True]
 
 
 # --- the index range per entry -----------------------------------------------------------------

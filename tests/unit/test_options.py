@@ -1,16 +1,16 @@
-"""ReadOptions.parse: every read option, its default, and every error it raises; position parsing;
-short topic names expanded to their canonical form."""
+"""ReadOptions.parse and check_read_options: every read option, its default, and every error
+it raises, in each mode; position parsing; short topic names expanded to their canonical form."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.options import ReadOptions, TopicSelection
 from pulsar_spark.spark.planning import PartitionRef, resolve_partitions
 from pulsar_spark.spark.positions import (
     AtTime,
@@ -20,27 +20,53 @@ from pulsar_spark.spark.positions import (
     parse_offsets,
     parse_time,
 )
+from pulsar_spark.spark.read_options import (
+    ReadMode,
+    ReadOptions,
+    TopicSelection,
+    check_read_options,
+)
 
 URL = "pulsar://localhost:6650"
 T = "persistent://public/default/t"
-MODES = [pytest.param(False, id="batch"), pytest.param(True, id="stream"), None]
+BATCH, STREAM = ReadMode.BATCH, ReadMode.STREAM
 
 
-def parse(streaming: bool | None = False, **options: str) -> ReadOptions:
-    """Parse ``options`` plus a service URL and a topic unless the test gives its own."""
+def completed(options: dict[str, str]) -> dict[str, str]:
+    """``options`` plus a service URL and a topic unless the test gives its own."""
     base = {"service.url": URL}
     if not {"topic", "topics", "topicsPattern"} & set(options):
         base["topic"] = "t"
     merged = {**base, **options}
-    return ReadOptions.parse(
-        {k: v for k, v in merged.items() if v is not None}, streaming=streaming
-    )
+    return {k: v for k, v in merged.items() if v is not None}
 
 
-def parse_error(streaming: bool | None = False, **options: str) -> str:
+def parse(mode: ReadMode = BATCH, **options: str) -> ReadOptions:
+    return ReadOptions.parse(completed(options), mode=mode)
+
+
+def check(**options: str) -> None:
+    """What ``schema()`` runs: the checks that hold in both modes."""
+    check_read_options(completed(options))
+
+
+def parse_error(mode: ReadMode = BATCH, **options: str) -> str:
     with pytest.raises(ConfigurationError) as info:
-        parse(streaming, **options)
+        parse(mode, **options)
     return str(info.value)
+
+
+def check_error(**options: str) -> str:
+    with pytest.raises(ConfigurationError) as info:
+        check(**options)
+    return str(info.value)
+
+
+VALIDATORS: dict[str, Callable[..., object]] = {
+    "batch": lambda **options: parse(BATCH, **options),
+    "stream": lambda **options: parse(STREAM, **options),
+    "schema": check,
+}
 
 
 def opts(**options: Any) -> dict[str, str]:
@@ -52,7 +78,7 @@ def opts(**options: Any) -> dict[str, str]:
 
 
 def test_batch_defaults() -> None:
-    parsed = parse(False)
+    parsed = parse(BATCH)
     assert parsed.client.service_url == URL
     assert parsed.client.operation_timeout == 30.0
     assert parsed.client.connection_timeout == 10.0
@@ -65,18 +91,18 @@ def test_batch_defaults() -> None:
 
 
 def test_stream_defaults_start_at_latest() -> None:
-    parsed = parse(True)
+    parsed = parse(STREAM)
     assert parsed.starting == Latest()
     assert parsed.ending == Latest()
     assert parsed.max_messages_per_trigger is None
 
 
 def test_mode_unknown_when_spark_asks_for_the_schema() -> None:
-    """schema() parses with streaming=None: it applies the batch default and skips the checks
-    that depend on the mode."""
-    assert parse(None).starting == Earliest()
-    assert parse(None, startingOffsets="latest").starting == Latest()
-    assert parse(None, maxMessagesPerTrigger="5").max_messages_per_trigger == 5
+    """schema() runs check_read_options: it skips the checks that depend on the mode."""
+    check()
+    check(startingOffsets="latest")
+    check(maxMessagesPerTrigger="5")
+    check(endingOffsets="latest")
 
 
 def test_option_names_are_case_insensitive() -> None:
@@ -89,7 +115,7 @@ def test_option_names_are_case_insensitive() -> None:
             "FailOnDataLoss": "false",
             "Pulsar.Client.OperationTimeoutMs": "2000",
         },
-        streaming=False,
+        mode=BATCH,
     )
     assert parsed.client.service_url == URL
     assert parsed.poll_timeout == 1.5
@@ -98,7 +124,7 @@ def test_option_names_are_case_insensitive() -> None:
 
 
 def test_options_spark_adds_are_accepted() -> None:
-    parse(False, path="/some/where", checkpointLocation="/tmp/cp", queryName="q")
+    parse(BATCH, path="/some/where", checkpointLocation="/tmp/cp", queryName="q")
 
 
 # --- unknown options --------------------------------------------------------------------------
@@ -138,7 +164,7 @@ def test_unknown_option_without_a_close_match_has_no_hint() -> None:
 
 def test_service_url_is_required() -> None:
     with pytest.raises(ConfigurationError, match=r"option 'service\.url' is required: the Pulsar"):
-        ReadOptions.parse({"topic": "t"}, streaming=False)
+        ReadOptions.parse({"topic": "t"}, mode=BATCH)
     message = parse_error(**opts(**{"service.url": "  "}))
     assert "option 'service.url' is required" in message
 
@@ -224,7 +250,7 @@ def test_topics_list_is_split_stripped_canonical_and_deduplicated() -> None:
 )
 def test_exactly_one_topic_option(given: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError) as info:
-        ReadOptions.parse({"service.url": URL, **given}, streaming=False)
+        ReadOptions.parse({"service.url": URL, **given}, mode=BATCH)
     message = str(info.value)
     assert "exactly one of the options 'topic', 'topics' or 'topicsPattern' is required" in message
     assert ("none was given" if not given else "got " + ", ".join(given)) in message
@@ -339,29 +365,29 @@ def test_named_topics_resolve_in_the_order_given() -> None:
 
 @pytest.mark.parametrize("word", ["earliest", "EARLIEST", " Earliest "])
 def test_starting_offsets_earliest(word: str) -> None:
-    assert parse(False, startingOffsets=word).starting == Earliest()
-    assert parse(True, startingOffsets=word).starting == Earliest()
+    assert parse(BATCH, startingOffsets=word).starting == Earliest()
+    assert parse(STREAM, startingOffsets=word).starting == Earliest()
 
 
 def test_starting_offsets_latest_streaming_only() -> None:
-    assert parse(True, startingOffsets="latest").starting == Latest()
-    message = parse_error(False, startingOffsets="latest")
+    assert parse(STREAM, startingOffsets="latest").starting == Latest()
+    message = parse_error(BATCH, startingOffsets="latest")
     assert "option 'startingOffsets': 'latest' is not allowed for batch reads" in message
 
 
 def test_starting_offsets_json_latest_refused_for_batch() -> None:
-    message = parse_error(False, startingOffsets='{"t": "latest"}')
+    message = parse_error(BATCH, startingOffsets='{"t": "latest"}')
     assert "option 'startingOffsets': 'latest' is not allowed for batch reads" in message
-    spec = parse(True, startingOffsets='{"t": "latest"}').starting
+    spec = parse(STREAM, startingOffsets='{"t": "latest"}').starting
     assert spec == Specific(((T, "latest"),), "latest")
 
 
 def test_ending_offsets_latest_and_earliest() -> None:
-    assert parse(False, endingOffsets="LATEST").ending == Latest()
-    for mode in (False, None):
-        message = parse_error(mode, endingOffsets="earliest")
+    assert parse(BATCH, endingOffsets="LATEST").ending == Latest()
+    for error in (parse_error, check_error):
+        message = error(endingOffsets="earliest")
         assert "option 'endingOffsets': 'earliest' is not allowed as an end" in message
-        message = parse_error(mode, endingOffsets='{"t": "earliest"}')
+        message = error(endingOffsets='{"t": "earliest"}')
         assert "option 'endingOffsets': 'earliest' is not allowed as an end" in message
 
 
@@ -442,7 +468,7 @@ def test_times() -> None:
     parsed = parse(startingTime="1700000000000", endingTime=" 1700000000500 ")
     assert parsed.starting == AtTime(1_700_000_000_000)
     assert parsed.ending == AtTime(1_700_000_000_500)
-    assert parse(True, startingTime="0").starting == AtTime(0)
+    assert parse(STREAM, startingTime="0").starting == AtTime(0)
     assert parse_time("x", "42") == AtTime(42)
 
 
@@ -477,7 +503,7 @@ def test_time_and_offsets_of_different_sides_combine() -> None:
     ],
 )
 def test_stream_has_no_end(given: dict[str, str]) -> None:
-    message = parse_error(True, **given)
+    message = parse_error(STREAM, **given)
     assert "options 'endingOffsets' and 'endingTime' are for batch reads only" in message
 
 
@@ -506,21 +532,21 @@ def test_bad_fail_on_data_loss(text: str) -> None:
 
 
 def test_max_messages_per_trigger_is_streaming_only() -> None:
-    assert parse(True, maxMessagesPerTrigger="1000").max_messages_per_trigger == 1000
-    message = parse_error(False, maxMessagesPerTrigger="1000")
+    assert parse(STREAM, maxMessagesPerTrigger="1000").max_messages_per_trigger == 1000
+    message = parse_error(BATCH, maxMessagesPerTrigger="1000")
     assert "option 'maxMessagesPerTrigger' applies to streaming reads only" in message
 
 
-@pytest.mark.parametrize("mode", [True, None])
-def test_bad_max_messages_per_trigger(mode: bool | None) -> None:
+@pytest.mark.parametrize("error", [lambda **o: parse_error(STREAM, **o), check_error])
+def test_bad_max_messages_per_trigger(error: Callable[..., str]) -> None:
     for bad, shown in (("0", "0"), ("-3", "-3"), ("many", "'many'")):
-        message = parse_error(mode, maxMessagesPerTrigger=bad)
+        message = error(maxMessagesPerTrigger=bad)
         assert f"option 'maxMessagesPerTrigger' must be a positive integer, got {shown}" in message
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_every_error_is_a_configuration_error(mode: bool | None) -> None:
+@pytest.mark.parametrize("validate", VALIDATORS.values(), ids=VALIDATORS.keys())
+def test_every_error_is_a_configuration_error(validate: Callable[..., object]) -> None:
     with pytest.raises(ValueError):
-        parse(mode, pollTimeoutMs="x")
+        validate(pollTimeoutMs="x")
     with pytest.raises(ConfigurationError):
-        parse(mode, bogus="x")
+        validate(bogus="x")

@@ -24,12 +24,8 @@ from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.errors import ConfigurationError, CredentialsError
 from pulsar_spark.spark import option_values
 from pulsar_spark.spark.client_options import CLIENT_OPTIONS, CLIENT_WITHOUT_EFFECT
-from pulsar_spark.spark.options import (
-    PRODUCER_WITHOUT_EFFECT,
-    READER_WITHOUT_EFFECT,
-    ReadOptions,
-    WriteOptions,
-)
+from pulsar_spark.spark.read_options import READER_WITHOUT_EFFECT, ReadMode, ReadOptions
+from pulsar_spark.spark.write_options import PRODUCER_WITHOUT_EFFECT, WriteOptions
 
 TLS_URL = "pulsar+ssl://broker.example:6651"
 PLAIN_URL = "pulsar://broker.example:6650"
@@ -47,7 +43,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> TestCerts:
 
 
 def read(**options: str) -> ReadOptions:
-    return ReadOptions.parse({"topic": "t", **options}, streaming=False)
+    return ReadOptions.parse({"topic": "t", **options}, mode=ReadMode.BATCH)
 
 
 def refused(**options: str) -> str:
@@ -398,7 +394,9 @@ def test_no_secret_in_the_repr_of_the_options(tmp_path: Path) -> None:
     ):
         options = {"service.url": PLAIN_URL, "topic": "t"}
         options |= client(authPluginClassName=plugin, authParams=params)
-        text = repr(ReadOptions.parse(options, streaming=False)) + repr(WriteOptions.parse(options))
+        text = repr(ReadOptions.parse(options, mode=ReadMode.BATCH)) + repr(
+            WriteOptions.parse(options)
+        )
         assert SECRET not in text
         assert PASSWORD not in text
 
@@ -441,8 +439,8 @@ def test_java_names_without_effect_are_accepted_with_one_warning(
         "pulsar.reader.readerName": "mine",
     }
     with caplog.at_level(logging.WARNING, logger="pulsar_spark.spark.option_values"):
-        ReadOptions.parse(options, streaming=False)
-        ReadOptions.parse(options, streaming=False)
+        ReadOptions.parse(options, mode=ReadMode.BATCH)
+        ReadOptions.parse(options, mode=ReadMode.BATCH)
     assert [r.getMessage() for r in caplog.records] == [
         f"option {name!r} is accepted for compatibility with the Java Pulsar client but has no "
         "effect in pulsar-spark"

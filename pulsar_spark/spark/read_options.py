@@ -1,18 +1,26 @@
-"""Option names, defaults and validation: parsed once into frozen objects.
+"""Read options (``spark.read`` and ``spark.readStream``): parsed once into a frozen object.
 
 Spark hands a data source its options as strings in a case-insensitive map. Everything is
 checked here, when the DataFrame is defined, and every error names the option and what it
 accepts. Unknown options are refused (a misspelt option silently ignored is a wrong result),
 except the few that Spark itself adds.
+
+Some rules depend on the mode: a batch read starts at ``earliest`` by default and may not
+start at ``latest`` (it would read nothing) nor take ``maxMessagesPerTrigger``; a stream starts
+at ``latest`` by default and has no end. :meth:`ReadOptions.parse` applies the rules of the
+:class:`ReadMode` it is given. Spark asks for the schema before it says whether the read is a
+batch or a stream, so :func:`check_read_options` checks only what holds in both modes.
 """
 
 from __future__ import annotations
 
+import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
-from pulsar_spark.client.settings import ClientSettings, ProducerSettings
+from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
@@ -20,7 +28,7 @@ from pulsar_spark.spark.client_options import (
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.option_values import OptionValues
+from pulsar_spark.spark.option_values import TOPIC, OptionValues
 from pulsar_spark.spark.positions import (
     Bound,
     Earliest,
@@ -32,7 +40,6 @@ from pulsar_spark.spark.positions import (
 )
 from pulsar_spark.topic import TopicName, full_topic_name
 
-TOPIC = "topic"
 TOPICS = "topics"
 TOPICS_PATTERN = "topicsPattern"
 STARTING_OFFSETS = "startingOffsets"
@@ -86,6 +93,31 @@ READER_WITHOUT_EFFECT = tuple(
 )
 
 
+class ReadMode(enum.Enum):
+    """``spark.read`` or ``spark.readStream``."""
+
+    BATCH = "batch"
+    STREAM = "stream"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """What a mode allows, and where it starts when no start is given."""
+
+    default_start: Bound
+    latest_start: bool  # startingOffsets may say 'latest'
+    has_end: bool  # endingOffsets / endingTime may be given
+    per_trigger: bool  # maxMessagesPerTrigger may be given
+
+
+_MODE_RULES = {
+    ReadMode.BATCH: _Rules("earliest", latest_start=False, has_end=True, per_trigger=False),
+    ReadMode.STREAM: _Rules("latest", latest_start=True, has_end=False, per_trigger=True),
+}
+# Before the mode is known: refuse only what neither mode accepts.
+_EITHER_MODE = _Rules("earliest", latest_start=True, has_end=True, per_trigger=True)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicSelection:
     """Exactly one of: topics by name, or a regex over one namespace."""
@@ -107,25 +139,31 @@ class ReadOptions:
     receiver_queue_size: int
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
-        """Validate read options; ``streaming=None`` skips the checks that depend on the mode
-        (Spark asks for the schema before saying whether the read is a batch or a stream)."""
-        opts = OptionValues(options)
-        opts.refuse_unknown(
-            READ_OPTIONS, "reading", (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT)
-        )
-        starting = _starting(opts, streaming)
-        ending = _ending(opts, streaming)
-        return cls(
-            client=client_settings(opts),
-            topics=_topics(opts),
-            starting=starting,
-            ending=ending,
-            poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
-            fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
-            max_messages_per_trigger=_max_per_trigger(opts, streaming),
-            receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
-        )
+    def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
+        """Validate read options for a read in ``mode``."""
+        return _parse(OptionValues(options), _MODE_RULES[mode])
+
+
+def check_read_options(options: Mapping[str, str]) -> None:
+    """Refuse read options that are wrong in either mode (for ``schema()``, which Spark calls
+    before it says whether the read is a batch or a stream)."""
+    _parse(OptionValues(options), _EITHER_MODE)
+
+
+def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
+    opts.refuse_unknown(READ_OPTIONS, "reading", (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT))
+    starting = _starting(opts, rules)
+    ending = _ending(opts, rules)
+    return ReadOptions(
+        client=client_settings(opts),
+        topics=_topics(opts),
+        starting=starting,
+        ending=ending,
+        poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
+        fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
+        max_messages_per_trigger=_max_per_trigger(opts, rules),
+        receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
+    )
 
 
 def _topics(opts: OptionValues) -> TopicSelection:
@@ -152,8 +190,6 @@ def _topics(opts: OptionValues) -> TopicSelection:
 
 
 def _pattern(value: str) -> TopicSelection:
-    import re
-
     namespace_part, _, _ = value.rpartition("/")
     try:
         re.compile(value)
@@ -168,7 +204,7 @@ def _pattern(value: str) -> TopicSelection:
     return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
 
 
-def _starting(opts: OptionValues, streaming: bool | None) -> PositionSpec:
+def _starting(opts: OptionValues, rules: _Rules) -> PositionSpec:
     offsets, time = opts.get(STARTING_OFFSETS), opts.get(STARTING_TIME)
     if offsets is not None and time is not None:
         raise ConfigurationError(
@@ -176,9 +212,9 @@ def _starting(opts: OptionValues, streaming: bool | None) -> PositionSpec:
         )
     if time is not None:
         return parse_time(STARTING_TIME, time)
-    default: Bound = "latest" if streaming else "earliest"
+    default = rules.default_start
     spec = parse_offsets(STARTING_OFFSETS, offsets or default, default=default)
-    if streaming is False and _mentions(spec, Latest, "latest"):
+    if not rules.latest_start and _mentions(spec, Latest, "latest"):
         raise ConfigurationError(
             f"option {STARTING_OFFSETS!r}: 'latest' is not allowed for batch reads (it would "
             "read nothing); use 'earliest', a JSON position or 'startingTime'"
@@ -186,9 +222,9 @@ def _starting(opts: OptionValues, streaming: bool | None) -> PositionSpec:
     return spec
 
 
-def _ending(opts: OptionValues, streaming: bool | None) -> PositionSpec:
+def _ending(opts: OptionValues, rules: _Rules) -> PositionSpec:
     offsets, time = opts.get(ENDING_OFFSETS), opts.get(ENDING_TIME)
-    if streaming and (offsets is not None or time is not None):
+    if not rules.has_end and (offsets is not None or time is not None):
         raise ConfigurationError(
             f"options {ENDING_OFFSETS!r} and {ENDING_TIME!r} are for batch reads only; a "
             "stream has no end"
@@ -214,101 +250,11 @@ def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
     return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
 
 
-def _max_per_trigger(opts: OptionValues, streaming: bool | None) -> int | None:
+def _max_per_trigger(opts: OptionValues, rules: _Rules) -> int | None:
     if not opts.has(MAX_MESSAGES_PER_TRIGGER):
         return None
-    if streaming is False:
+    if not rules.per_trigger:
         raise ConfigurationError(
             f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
         )
     return opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 0)
-
-
-PRODUCER_COMPRESSION = "pulsar.producer.compressionType"
-PRODUCER_BATCHING = "pulsar.producer.batchingEnabled"
-PRODUCER_BATCH_MESSAGES = "pulsar.producer.batchingMaxMessages"
-PRODUCER_BATCH_BYTES = "pulsar.producer.batchingMaxBytes"
-PRODUCER_BATCH_DELAY = "pulsar.producer.batchingMaxPublishDelayMicros"
-PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
-PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
-
-WRITE_OPTIONS = (
-    SERVICE_URL,
-    TOPIC,
-    PRODUCER_COMPRESSION,
-    PRODUCER_BATCHING,
-    PRODUCER_BATCH_MESSAGES,
-    PRODUCER_BATCH_BYTES,
-    PRODUCER_BATCH_DELAY,
-    PRODUCER_MAX_PENDING,
-    PRODUCER_SEND_TIMEOUT,
-    *CLIENT_OPTIONS,
-)
-# Java producer settings accepted for compatibility, with a warning that they change nothing.
-PRODUCER_WITHOUT_EFFECT = tuple(
-    "pulsar.producer." + name
-    for name in (
-        "accessMode",
-        "autoUpdatePartitions",
-        "autoUpdatePartitionsIntervalSeconds",
-        "batcherBuilder",
-        "batchingPartitionSwitchFrequencyByPublishDelay",
-        "blockIfQueueFull",
-        "chunkMaxMessageSize",
-        "chunkingEnabled",
-        "compressMinMsgBodySize",
-        "cryptoFailureAction",
-        "cryptoKeyReader",
-        "customMessageRouter",
-        "encryptionKeys",
-        "hashingScheme",
-        "initialSequenceId",
-        "lazyStartPartitionedProducers",
-        "maxPendingMessagesAcrossPartitions",
-        "messageRoutingMode",
-        "multiSchema",
-        "producerName",
-        "properties",
-        "topicName",
-    )
-)
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOptions:
-    client: ClientSettings
-    topic: str | None  # None: every row names its topic in a `topic` column
-    producer: ProducerSettings
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        from pulsar_spark.protocol.compression import codec_from_name
-
-        opts = OptionValues(options)
-        opts.refuse_unknown(
-            WRITE_OPTIONS, "writing to", (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT)
-        )
-        topic = opts.get(TOPIC)
-        if topic is not None and "," in topic:
-            raise ConfigurationError(
-                "option 'topic' takes one topic; to write to several, leave it out and give "
-                "each row a 'topic' column"
-            )
-        try:
-            codec = codec_from_name(opts.get(PRODUCER_COMPRESSION) or "none")
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"option {PRODUCER_COMPRESSION!r}: {exc}") from exc
-        return cls(
-            client=client_settings(opts),
-            topic=full_topic_name(topic) if topic is not None else None,
-            producer=ProducerSettings(
-                codec=codec,
-                batching=opts.boolean(PRODUCER_BATCHING, default=True),
-                batch_max_messages=opts.positive_int(PRODUCER_BATCH_MESSAGES, 1000),
-                batch_max_bytes=opts.positive_int(PRODUCER_BATCH_BYTES, 128 * 1024),
-                # µs to whole ms, rounded up: a delay below 1 ms must not become 0 (no batching)
-                batch_max_delay_ms=-(-opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000),
-                max_pending_messages=opts.positive_int(PRODUCER_MAX_PENDING, 10_000),
-                send_timeout=opts.positive_int(PRODUCER_SEND_TIMEOUT, 30_000) / 1000,
-            ),
-        )

@@ -1,0 +1,111 @@
+"""Write options (``df.write`` and ``df.writeStream``): parsed once into a frozen object.
+
+Checked when the DataFrame is defined, like the read options: every error names the option and
+what it accepts, unknown options are refused, and the Java producer's settings that mean
+nothing here are accepted with a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pulsar_spark.client.settings import ClientSettings, ProducerSettings
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.client_options import (
+    CLIENT_OPTIONS,
+    CLIENT_WITHOUT_EFFECT,
+    SERVICE_URL,
+    client_settings,
+)
+from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.topic import full_topic_name
+
+PRODUCER_COMPRESSION = "pulsar.producer.compressionType"
+PRODUCER_BATCHING = "pulsar.producer.batchingEnabled"
+PRODUCER_BATCH_MESSAGES = "pulsar.producer.batchingMaxMessages"
+PRODUCER_BATCH_BYTES = "pulsar.producer.batchingMaxBytes"
+PRODUCER_BATCH_DELAY = "pulsar.producer.batchingMaxPublishDelayMicros"
+PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
+PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
+
+WRITE_OPTIONS = (
+    SERVICE_URL,
+    TOPIC,
+    PRODUCER_COMPRESSION,
+    PRODUCER_BATCHING,
+    PRODUCER_BATCH_MESSAGES,
+    PRODUCER_BATCH_BYTES,
+    PRODUCER_BATCH_DELAY,
+    PRODUCER_MAX_PENDING,
+    PRODUCER_SEND_TIMEOUT,
+    *CLIENT_OPTIONS,
+)
+# Java producer settings accepted for compatibility, with a warning that they change nothing.
+PRODUCER_WITHOUT_EFFECT = tuple(
+    "pulsar.producer." + name
+    for name in (
+        "accessMode",
+        "autoUpdatePartitions",
+        "autoUpdatePartitionsIntervalSeconds",
+        "batcherBuilder",
+        "batchingPartitionSwitchFrequencyByPublishDelay",
+        "blockIfQueueFull",
+        "chunkMaxMessageSize",
+        "chunkingEnabled",
+        "compressMinMsgBodySize",
+        "cryptoFailureAction",
+        "cryptoKeyReader",
+        "customMessageRouter",
+        "encryptionKeys",
+        "hashingScheme",
+        "initialSequenceId",
+        "lazyStartPartitionedProducers",
+        "maxPendingMessagesAcrossPartitions",
+        "messageRoutingMode",
+        "multiSchema",
+        "producerName",
+        "properties",
+        "topicName",
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    client: ClientSettings
+    topic: str | None  # None: every row names its topic in a `topic` column
+    producer: ProducerSettings
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        from pulsar_spark.protocol.compression import codec_from_name
+
+        opts = OptionValues(options)
+        opts.refuse_unknown(
+            WRITE_OPTIONS, "writing to", (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT)
+        )
+        topic = opts.get(TOPIC)
+        if topic is not None and "," in topic:
+            raise ConfigurationError(
+                "option 'topic' takes one topic; to write to several, leave it out and give "
+                "each row a 'topic' column"
+            )
+        try:
+            codec = codec_from_name(opts.get(PRODUCER_COMPRESSION) or "none")
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"option {PRODUCER_COMPRESSION!r}: {exc}") from exc
+        return cls(
+            client=client_settings(opts),
+            topic=full_topic_name(topic) if topic is not None else None,
+            producer=ProducerSettings(
+                codec=codec,
+                batching=opts.boolean(PRODUCER_BATCHING, default=True),
+                batch_max_messages=opts.positive_int(PRODUCER_BATCH_MESSAGES, 1000),
+                batch_max_bytes=opts.positive_int(PRODUCER_BATCH_BYTES, 128 * 1024),
+                # µs to whole ms, rounded up: a delay below 1 ms must not become 0 (no batching)
+                batch_max_delay_ms=-(-opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000),
+                max_pending_messages=opts.positive_int(PRODUCER_MAX_PENDING, 10_000),
+                send_timeout=opts.positive_int(PRODUCER_SEND_TIMEOUT, 30_000) / 1000,
+            ),
+        )
