@@ -1,4 +1,5 @@
-"""``spark.read.format("pulsar")``: plan one task per non-empty topic-partition range."""
+"""``spark.read.format("pulsar")``: plan one task per non-empty topic-partition range, or
+more with ``minPartitions``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pulsar_spark.spark.planning import (
 from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specific
 from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
+from pulsar_spark.spark.splitting import split_reads
 
 
 class PulsarBatchReader(DataSourceReader):
@@ -33,7 +35,8 @@ class PulsarBatchReader(DataSourceReader):
         def plan() -> list[PartitionRead]:
             refs = resolve_partitions(lookup, self.options.topics)
             reads = [self._plan(lookup, ref) for ref in refs]
-            return [r for r in reads if r is not None]
+            planned = [r for r in reads if r is not None]
+            return split_reads(planned, self.options.min_partitions)
 
         return lookup.retrying(plan, "planning the read (partitions and last message ids)")
 

@@ -49,6 +49,7 @@ ENDING_TIME = "endingTime"
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 
 READ_OPTIONS = (
@@ -63,6 +64,7 @@ READ_OPTIONS = (
     POLL_TIMEOUT_MS,
     FAIL_ON_DATA_LOSS,
     MAX_MESSAGES_PER_TRIGGER,
+    MIN_PARTITIONS,
     RECEIVER_QUEUE_SIZE,
     *CLIENT_OPTIONS,
 )
@@ -137,6 +139,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     max_messages_per_trigger: int | None
     receiver_queue_size: int
+    min_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
@@ -163,6 +166,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
         max_messages_per_trigger=_max_per_trigger(opts, rules),
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
+        min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
     )
 
 

@@ -43,6 +43,7 @@ from pulsar_spark.spark.planning import (
 )
 from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
+from pulsar_spark.spark.splitting import split_reads
 from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
 from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
 
@@ -129,7 +130,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     queue_size=self.options.receiver_queue_size,
                 )
             )
-        return reads
+        return split_reads(reads, self.options.min_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""

@@ -415,6 +415,36 @@ def test_one_partition_by_name(
     assert rows == spread["p2"]
 
 
+@pytest.mark.parametrize(("min_partitions", "tasks"), [("2", 3), ("6", 6), ("40", 10)])
+def test_min_partitions_splits_the_ranges_and_reads_each_message_once(
+    spark: SparkSession,
+    broker: LocalBroker,
+    spread: dict[str, Any],
+    min_partitions: str,
+    tasks: int,
+) -> None:
+    """Entries: 3 (p0, batched), 4 (p2) and 3 (the other topic). Fewer ranges than asked: each
+    gets a share in proportion to its entries; never more tasks than entries."""
+    names = f"public/default/{spread['single']},{full(spread['partitioned'])}"
+    df = load(spark, broker, topics=names, minPartitions=min_partitions)
+    assert df.rdd.getNumPartitions() == tasks
+    rows = read(spark, broker, topics=names, minPartitions=min_partitions)
+    assert rows == ordered(spread["p0"] + spread["p2"] + spread["other"])
+
+
+def test_min_partitions_cut_inside_a_chunked_message(
+    spark: SparkSession, broker: LocalBroker, client: Any, topic_name: str
+) -> None:
+    """A task boundary between the chunks of one message: the task where it begins reads all of
+    it, the next skips the rest of its chunks."""
+    big = os.urandom(7 * 1024 * 1024)
+    messages = [Msg(b"before"), Msg(big, key="big"), Msg(b"after")]
+    expected = publish(client, topic_name, messages, chunking=True)
+    assert [r["entryId"] for r in expected] == [0, 2, 3]
+    assert load(spark, broker, topic=topic_name, minPartitions="4").rdd.getNumPartitions() == 4
+    assert read(spark, broker, topic=topic_name, minPartitions="4") == expected
+
+
 # --- startingOffsets / endingOffsets -----------------------------------------------------------
 
 
@@ -614,6 +644,7 @@ BAD_OPTIONS: list[tuple[dict[str, str | None], str]] = [
     ({"startingTime": "now"}, "option 'startingTime': 'now' is not a publish time"),
     ({"endingTime": "-5"}, "option 'endingTime': time must be >= 0"),
     ({"pollTimeoutMs": "0"}, "option 'pollTimeoutMs' must be a positive integer"),
+    ({"minPartitions": "two"}, "option 'minPartitions' must be a positive integer, got 'two'"),
     ({"failOnDataLoss": "maybe"}, "option 'failOnDataLoss' must be 'true' or 'false'"),
     (
         {"pulsar.client.operationTimeoutMs": "soon"},

@@ -91,6 +91,36 @@ def test_max_messages_per_trigger_is_exact(
     }
 
 
+def test_min_partitions_splits_each_micro_batch_exactly(
+    spark: SparkSession,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """700 messages in batches of 7 on one partition of two (the other stays empty), 100 per
+    micro-batch, at least 3 tasks per micro-batch: the micro-batches start and end inside
+    batched entries and the tasks cut them at entry boundaries; every message still arrives
+    once, in order."""
+    topic = pooled_partitioned_topic(2)
+    sent = publish(client, partition_of(topic, 0), drafts(700, "m"), batch_size=7)
+    batches = Batches(count_tasks=True)
+    read_available_now(
+        spark,
+        broker.service_url,
+        topic,
+        batches,
+        tmp_path / "checkpoint",
+        startingOffsets="earliest",
+        maxMessagesPerTrigger="100",
+        minPartitions="3",
+    )
+    assert batches.sizes() == [100] * 7
+    assert batches.all() == sent
+    # 100 messages span 15 or 16 entries of 7: always enough for 3 tasks
+    assert list(batches.tasks.values()) == [3] * 7
+
+
 # --- AvailableNow --------------------------------------------------------------------------------
 
 

@@ -248,14 +248,19 @@ def as_messages(df: DataFrame) -> list[Message]:
 
 
 class Batches:
-    """A ``foreachBatch`` function keeping each micro-batch's messages by batch id."""
+    """A ``foreachBatch`` function keeping each micro-batch's messages by batch id, and with
+    ``count_tasks`` the number of Spark partitions (tasks) of each."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, count_tasks: bool = False) -> None:
         self.by_id: dict[int, list[Message]] = {}
+        self.tasks: dict[int, int] = {}
+        self.count_tasks = count_tasks
         self.hook: Callable[[int], None] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.by_id[batch_id] = as_messages(df)
+        if self.count_tasks:
+            self.tasks[batch_id] = df.rdd.getNumPartitions()
         if self.hook is not None:
             self.hook(batch_id)
 
