@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -527,6 +527,65 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     out = [line(list(headers)), line(["-" * w for w in widths])]
     out.extend(line(r) for r in text)
     return "\n".join(out)
+
+
+def measure(
+    label: str, make_df: Callable[[], Any], runs: int, messages: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Run ``noop`` writes ``runs`` times, then count rows once (untimed).
+
+    A failed run is recorded with its error and the next one still runs.
+    """
+    results = []
+    for run in range(runs):
+        kind = "warm-up" if run == 0 and runs > 1 else "measured"
+        try:
+            with WorkerMemory() as memory, timer() as elapsed:
+                make_df().write.format("noop").mode("overwrite").save()
+        except Exception as exc:
+            error = short_error(exc)
+            print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
+            results.append({"side": label, "run": kind, "error": error})
+            continue
+        seconds = elapsed["seconds"]
+        results.append(
+            {
+                "side": label,
+                "run": kind,
+                "seconds": round(seconds, 3),
+                "msg_per_s": round(messages / seconds),
+                **memory.peak.summary(),
+            }
+        )
+        print(
+            f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
+            f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
+            f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
+            "processes)",
+            flush=True,
+        )
+    count: int | None = None
+    try:
+        with timer() as elapsed:
+            count = make_df().count()
+        print(f"  {label} count: {count:,} ({elapsed['seconds']:.1f} s, untimed)", flush=True)
+    except Exception as exc:
+        print(f"  {label} count: FAILED: {short_error(exc)}", flush=True)
+    return results, count
+
+
+def short_error(exc: BaseException) -> str:
+    """The line of a (possibly long, JVM-wrapped) error that says what went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("TimeoutError:", "RuntimeError:", "_pulsar.")):
+            return line[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def last_measured(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    done = [r for r in runs if "error" not in r and r["run"] == "measured"]
+    return done[-1] if done else None
 
 
 def report(

@@ -24,6 +24,7 @@ BENCHMARKS = (
     "bench_codecs",
     "bench_decode",
     "bench_read",
+    "bench_scale",
     "bench_stream",
     "bench_write",
     "bench_tls",

@@ -1,0 +1,112 @@
+"""Scale: more tasks than partitions, and time positions by seek, in one run.
+
+One broker, one topic with a single partition of 4,000,000 messages of 100 bytes, published
+with the official producer in two parts: the first 99%, then (after a pause, whose start is
+``cut``) the last 1%. On ``local[2]``, into Spark's ``noop`` sink, twice each (warm-up, then
+measured):
+
+- ``full``: ``spark.read.format("pulsar")`` of the partition, one task.
+- ``minPartitions=2``: the same read cut into two tasks (one per core).
+- ``startingTime=cut``: only the last 1%, located by the broker's publish-time seek.
+
+Reports msg/s of each, the speed-up of two tasks over one (goal: at least 1.7x) and the time of
+the ``startingTime`` read as a share of the full read (goal: at most 5%). Row counts are
+checked outside the timed runs. Results go to ``benchmarks/results/bench_scale.json``.
+
+    python benchmarks/bench_scale.py [--messages 4000000] [--tail 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import last_measured, measure, publish, report, spark_session, start_broker
+
+TOPIC = "scale"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=4_000_000)
+    parser.add_argument("--tail", type=float, default=0.01, help="share read by startingTime")
+    parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
+    args = parser.parse_args()
+    tail = int(args.messages * args.tail)
+    head = args.messages - tail
+
+    broker = start_broker(TOPIC, 1)
+    try:
+        url = broker.service_url
+        print(f"publishing {head:,} + {tail:,} messages of 100 B to 1 partition ...", flush=True)
+        first = publish(url, TOPIC, partitions=1, messages=head)
+        time.sleep(1.0)
+        cut = int(time.time() * 1000)
+        time.sleep(0.1)
+        publish(url, TOPIC, partitions=1, messages=tail)
+        print(f"  {first.seconds:.1f} s for the first part; cut at {cut}", flush=True)
+
+        spark = spark_session("bench_scale")
+        try:
+            cases: dict[str, tuple[dict[str, str], int]] = {
+                "full, 1 task": ({}, args.messages),
+                "minPartitions=2": ({"minPartitions": "2"}, args.messages),
+                f"startingTime (last {args.tail:.0%})": ({"startingTime": str(cut)}, tail),
+            }
+            runs: list[dict[str, Any]] = []
+            counts: dict[str, int | None] = {}
+            for label, (options, expected) in cases.items():
+                print(f"{label} -> noop", flush=True)
+
+                def make(options: dict[str, str] = options) -> Any:
+                    reader = spark.read.format("pulsar").option("service.url", url)
+                    for key, value in {"topic": TOPIC, **options}.items():
+                        reader = reader.option(key, value)
+                    return reader.load()
+
+                case_runs, counts[label] = measure(label, make, args.runs, expected)
+                runs += case_runs
+        finally:
+            spark.stop()
+    finally:
+        broker.stop()
+
+    full, split, timed = (last_measured([r for r in runs if r["side"] == c]) for c in cases)
+    speedup = round(full["seconds"] / split["seconds"], 2) if full and split else None
+    share = round(timed["seconds"] / full["seconds"], 4) if full and timed else None
+    expected_counts = {label: expected for label, (_, expected) in cases.items()}
+    print(f"\nminPartitions=2 over 1 task: {speedup}x (goal >= 1.7)")
+    print(f"startingTime read / full read: {share:.1%} (goal <= 5%)" if share else "")
+    report(
+        "bench_scale",
+        ["read", "run", "seconds", "msg/s", "worker RSS max MB"],
+        [
+            [
+                r["side"],
+                r["run"],
+                r.get("seconds", "failed"),
+                r.get("msg_per_s", "-"),
+                r.get("max_worker_rss_mb", "-"),
+            ]
+            for r in runs
+        ],
+        {
+            "messages": args.messages,
+            "tail": tail,
+            "runs": runs,
+            "speedup_two_tasks": speedup,
+            "starting_time_share_of_full": share,
+            "counts": counts,
+        },
+    )
+    if counts != expected_counts or any("error" in r for r in runs):
+        sys.exit(f"failed runs or wrong row counts: {counts} (expected {expected_counts})")
+
+
+if __name__ == "__main__":
+    main()
