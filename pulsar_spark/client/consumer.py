@@ -47,6 +47,7 @@ class Consumer:
         self.timeout = timeout
         self.subscription = subscription or new_subscription_name()
         self._queue: collections.deque[Delivery] = collections.deque()
+        self._queued_bytes = 0
         self._ready = threading.Condition()
         self._error: PulsarSparkError | None = None
         self.connection: Connection = lookup.connect_to_owner(topic)
@@ -73,6 +74,7 @@ class Consumer:
     def on_message(self, message: pb.CommandMessage, payload: memoryview | None) -> None:
         with self._ready:
             self._queue.append(Delivery(message, payload))
+            self._queued_bytes += len(payload or b"")
             self._ready.notify()
 
     def on_closed(self, error: PulsarSparkError) -> None:
@@ -91,10 +93,22 @@ class Consumer:
             if not self._queue and self._error is None:
                 self._ready.wait(timeout)
             if self._queue:
-                return self._queue.popleft()
+                delivery = self._queue.popleft()
+                self._queued_bytes -= len(delivery.payload or b"")
+                return delivery
             if self._error is not None:
                 raise self._error
             return None
+
+    @property
+    def queued_bytes(self) -> int:
+        """Payload bytes received and not yet taken with :meth:`receive`."""
+        return self._queued_bytes
+
+    @property
+    def server_version(self) -> str:
+        """What the broker this consumer is on calls itself."""
+        return self.connection.server_version
 
     def ack_cumulative(self, message_id: MessageId) -> None:
         self.connection.send(
@@ -131,6 +145,7 @@ class Consumer:
         )
         with self._ready:
             self._queue.clear()
+            self._queued_bytes = 0
 
     def close(self) -> None:
         """Remove the subscription (pulsar-lite keeps non-durable ones otherwise)."""

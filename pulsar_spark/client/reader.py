@@ -8,10 +8,10 @@ just before it; pulsar-lite delivers it inclusively), so the reader filters on t
 entries before the start are dropped, and inside the start entry's batch so are indexes before
 (inclusive start) or up to (exclusive start) the start's batch index.
 
-Flow control counts *messages*, not entries: the reader grants ``queue_size`` permits up front
-and, each time it has consumed half of them, grants that many again and acknowledges
-cumulatively what it has read (some brokers stall or re-send while large windows sit
-unacknowledged). The broker sends whole entries, so permits may run negative; that is fine.
+Flow control (:mod:`pulsar_spark.client.flow_control`) keeps at most ``queue_size`` messages,
+and at most 16 MiB, coming ahead of the reader, in whatever unit the broker counts permits;
+with each grant the reader acknowledges cumulatively what it has read (some brokers stall or
+re-send while large windows sit unacknowledged).
 
 Brokers may deliver an entry twice (pulsar-lite re-dispatches unacknowledged entries when new
 permits arrive). Within a partition ids only grow, so any entry at or below the last one
@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pulsar_spark.client.consumer import Consumer
+from pulsar_spark.client.flow_control import FlowControl, counts_entries
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.retry import Retrier
 from pulsar_spark.errors import (
@@ -189,9 +190,8 @@ class RangeReader:
     def _entries(
         self, consumer: Consumer, pending_chunks: Callable[[], bool], progress: _Progress
     ) -> Iterator[RawEntry]:
-        window = self.settings.queue_size
-        consumer.flow(window)
-        consumed = 0
+        flow = FlowControl(self.settings.queue_size, counts_entries(consumer.server_version))
+        consumer.flow(flow.first_grant())
         idle_since = time.monotonic()
         wait = self.settings.nudge_interval
         while progress.ended_at is None or pending_chunks():
@@ -205,19 +205,19 @@ class RangeReader:
             if delivery is None:
                 if progress.ended_at is None:
                     self._on_idle(idle_since, progress.last)
-                consumer.flow(1)
+                consumer.flow(flow.grant(1))
                 wait = min(wait * 2, self.settings.max_nudge_interval)
                 continue
             idle_since = time.monotonic()
             wait = self.settings.nudge_interval
-            raw = RawEntry(delivery.message, parse_payload_section(delivery.payload or b""))
-            consumed += raw.message_count
-            if consumed * 2 >= window:
-                consumer.flow(consumed)
+            payload = delivery.payload or b""
+            raw = RawEntry(delivery.message, parse_payload_section(payload))
+            permits = flow.on_entry(raw.message_count, len(payload), consumer.queued_bytes)
+            if permits:
+                consumer.flow(permits)
                 consumer.ack_cumulative(
                     MessageId(*raw.entry, partition=raw.message.message_id.partition)
                 )
-                consumed = 0
             last = progress.last
             if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
