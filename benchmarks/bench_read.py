@@ -261,7 +261,8 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         published = publish_dataset(broker, data, case.shape, topic=f"bench-{name}")
         runs: list[dict[str, Any]] = []
         counts: dict[str, int | None] = {}
-        for side, (label, make) in SIDES.items():
+        for side in args.sides.split(","):
+            label, make = SIDES[side]
             print(f"{name} / {side}: {label} -> noop", flush=True)
             spark = spark_session(f"bench_read_{name}_{side}")
             try:
@@ -298,12 +299,13 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
     parser.add_argument("--messages", type=int, help="for every case (default: the case's own)")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
+    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of A,B,C")
     parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
     args = parser.parse_args()
     names = args.cases.split(",")
-    unknown = sorted(set(names) - set(CASES))
+    unknown = sorted(set(names) - set(CASES)) + sorted(set(args.sides.split(",")) - set(SIDES))
     if unknown:
-        parser.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
+        parser.error(f"unknown {unknown}; cases: {', '.join(CASES)}; sides: {', '.join(SIDES)}")
 
     results = []
     for name in names:
