@@ -14,6 +14,7 @@ from pulsar_spark.spark.planning import (
     PartitionRef,
     last_message_id,
     make_lookup,
+    partition_read,
     resolve_partitions,
 )
 from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specific
@@ -46,15 +47,12 @@ class PulsarBatchReader(DataSourceReader):
             return None
         start, start_inclusive = _start(self.options.starting, ref)
         end = _end(self.options.ending, ref, last)
-        return PartitionRead(
-            client=self.options.client,
-            ref=ref,
-            start=start,
+        return partition_read(
+            self.options,
+            ref,
+            start,
+            end,
             start_inclusive=start_inclusive,
-            end=end,
-            end_inclusive=True,
-            poll_timeout=self.options.poll_timeout,
-            queue_size=self.options.receiver_queue_size,
             min_publish_time=_time(self.options.starting),
             max_publish_time=_time(self.options.ending),
         )
