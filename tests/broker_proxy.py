@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from support import tokens
@@ -206,31 +207,20 @@ class _TlsStream:
 Stream = socket.socket | _TlsStream
 
 
+@dataclass(eq=False, kw_only=True)  # compared and hashed by identity: kept in a set
 class _Session:
     """One authenticated client connection, as the :class:`AuthPolicy` tracks it."""
 
-    def __init__(
-        self,
-        *,
-        method: str,
-        principal: str,
-        expires_at: float | None,
-        supports_refresh: bool,
-        protocol_version: int,
-        peer_common_name: str | None,
-        send: Callable[[pb.BaseCommand], None],
-        drop: Callable[[], None],
-    ) -> None:
-        self.method = method
-        self.principal = principal
-        self.expires_at = expires_at
-        self.supports_refresh = supports_refresh
-        self.protocol_version = protocol_version
-        self.peer_common_name = peer_common_name
-        self.send = send
-        self.drop = drop
-        self.deadline: float | None = None
-        self.closed = threading.Event()
+    method: str
+    principal: str
+    expires_at: float | None
+    supports_refresh: bool
+    protocol_version: int
+    peer_common_name: str | None
+    send: Callable[[pb.BaseCommand], None]
+    drop: Callable[[], None]
+    deadline: float | None = None
+    closed: threading.Event = field(default_factory=threading.Event)
 
 
 class AuthPolicy:

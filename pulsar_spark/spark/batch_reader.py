@@ -17,6 +17,7 @@ from pulsar_spark.spark.planning import (
     first_published,
     last_message_id,
     make_lookup,
+    partition_read,
     resolve_partitions,
 )
 from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specific
@@ -55,15 +56,12 @@ class PulsarBatchReader(DataSourceReader):
         end = self._end(lookup, ref, last)
         if end.last_key() < start.first_key():
             return None
-        return PartitionRead(
-            client=self.options.client,
-            ref=ref,
-            start=start,
+        return partition_read(
+            self.options,
+            ref,
+            start,
+            end,
             start_inclusive=True,
-            end=end,
-            end_inclusive=True,
-            poll_timeout=self.options.poll_timeout,
-            queue_size=self.options.receiver_queue_size,
             min_publish_time=_time(self.options.starting),
             max_publish_time=_time(self.options.ending),
         )

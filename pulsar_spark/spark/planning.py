@@ -20,7 +20,7 @@ from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE, ReaderSettings
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.read_options import TopicSelection
+from pulsar_spark.spark.read_options import ReadOptions, TopicSelection
 from pulsar_spark.topic import TopicName
 
 
@@ -47,6 +47,31 @@ class PartitionRead(InputPartition):
     queue_size: int = DEFAULT_QUEUE_SIZE
     min_publish_time: int | None = None  # ms, inclusive
     max_publish_time: int | None = None  # ms, exclusive
+
+
+def partition_read(
+    options: ReadOptions,
+    ref: PartitionRef,
+    start: MessageId,
+    end: MessageId,
+    *,
+    start_inclusive: bool,
+    min_publish_time: int | None = None,
+    max_publish_time: int | None = None,
+) -> PartitionRead:
+    """The task reading ``ref`` from ``start`` through ``end``, as ``options`` say to read."""
+    return PartitionRead(
+        client=options.client,
+        ref=ref,
+        start=start,
+        start_inclusive=start_inclusive,
+        end=end,
+        end_inclusive=True,
+        poll_timeout=options.poll_timeout,
+        queue_size=options.receiver_queue_size,
+        min_publish_time=min_publish_time,
+        max_publish_time=max_publish_time,
+    )
 
 
 def make_lookup(client: ClientSettings, pool: ConnectionPool | None = None) -> Lookup:

@@ -39,6 +39,7 @@ from pulsar_spark.spark.planning import (
     PartitionRef,
     last_message_id,
     make_lookup,
+    partition_read,
     resolve_partitions,
 )
 from pulsar_spark.spark.read_options import ReadOptions
@@ -118,18 +119,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             first, last = begin.get(name), finish.positions[name]
             if not has_messages_after(first, last):
                 continue
-            reads.append(
-                PartitionRead(
-                    client=self.options.client,
-                    ref=self._refs.get(name) or _ref_from_name(name),
-                    start=first,
-                    start_inclusive=False,
-                    end=last,
-                    end_inclusive=True,
-                    poll_timeout=self.options.poll_timeout,
-                    queue_size=self.options.receiver_queue_size,
-                )
-            )
+            ref = self._refs.get(name) or _ref_from_name(name)
+            reads.append(partition_read(self.options, ref, first, last, start_inclusive=False))
         return split_reads(reads, self.options.min_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
@@ -23,14 +22,17 @@ from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
     Message,
+    Streams,
     as_messages,
     checkpoint_offsets,
     drafts,
     drain,
+    driver,
     ends_of,
     processing_time,
     publish,
     stream,
+    to_parquet,
 )
 from support.topics import full, partition_of
 from support.waiting import wait_until
@@ -40,8 +42,6 @@ from pulsar_spark.client.pool import default_pool
 from pulsar_spark.errors import BrokerUnreachableError, RetriesExhaustedError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -54,7 +54,7 @@ IDLE_SECONDS = 65.0
 
 
 def test_idle_query_receives_messages_after_a_long_silence(
-    spark: SparkSession, broker: LocalBroker, client: pulsar.Client, topic_name: str
+    streams: Streams, topic_name: str
 ) -> None:
     """A processing-time query with nothing to read for longer than two keep-alive intervals
     of the connector's connections (30 s each, not configurable; the broker pings every 30 s
@@ -65,21 +65,16 @@ def test_idle_query_receives_messages_after_a_long_silence(
     trigger interval), the driver's side of a query is run here as well, in this process: its
     pooled connection must be the very same one after the silence, and still serve reads.
     """
-    publish(client, topic_name, drafts(3, "before"))  # the topic exists, not read (latest)
+    streams.publish(topic_name, drafts(3, "before"))  # the topic exists, not read (latest)
     batches = Batches()
-    query = processing_time(stream(spark, broker.service_url, topic_name), batches, "1 second")
-    driver = PulsarStreamReader(
-        ReadOptions.parse(
-            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
-        )
-    )
+    query = processing_time(streams.stream(topic_name), batches, "1 second")
+    source = streams.driver(topic_name)
+    address = parse_service_url(streams.url)[0]
     try:
-        start = driver.initialOffset()
-        connection = default_pool().get(
-            parse_service_url(broker.service_url)[0], driver.options.client.connection
-        )
+        start = source.initialOffset()
+        connection = default_pool().get(address, source.options.client.connection)
         wait_until(lambda: query.lastProgress is not None, "the first trigger", QUERY_TIMEOUT)
-        first = publish(client, topic_name, drafts(5, "first"))
+        first = streams.publish(topic_name, drafts(5, "first"))
         wait_until(lambda: len(batches.all()) == 5, "the first messages", QUERY_TIMEOUT)
         seen = dict(batches.by_id)
         time.sleep(IDLE_SECONDS)
@@ -87,24 +82,19 @@ def test_idle_query_receives_messages_after_a_long_silence(
         assert query.exception() is None
         assert batches.by_id == seen
         assert not connection.closed
-        second = publish(client, topic_name, drafts(7, "second", first=5))
+        second = streams.publish(topic_name, drafts(7, "second", first=5))
         wait_until(lambda: len(batches.all()) == 12, "the messages after the silence", 60)
     finally:
         query.stop()
     assert batches.all() == first + second
     assert query.exception() is None
 
-    end = driver.latestOffset(start, ReadAllAvailable())
+    end = source.latestOffset(start, ReadAllAvailable())
     assert end == ends_of(first + second)
-    (work,) = driver.partitions(start, end)
-    table = pa.Table.from_batches(list(driver.read(work)))
+    (work,) = source.partitions(start, end)
+    table = pa.Table.from_batches(list(source.read(work)))
     assert table.column("value").to_pylist() == [m.value for m in first + second]
-    assert (
-        default_pool().get(
-            parse_service_url(broker.service_url)[0], driver.options.client.connection
-        )
-        is connection
-    )
+    assert default_pool().get(address, source.options.client.connection) is connection
     assert not connection.closed
 
 
@@ -123,14 +113,8 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     def start(**trigger: Any) -> StreamingQuery:
-        return (
-            stream(spark, local.service_url, "grow", startingOffsets="earliest")
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(**trigger)
-            .start()
-        )
+        df = stream(spark, local.service_url, "grow", startingOffsets="earliest")
+        return to_parquet(df, out, checkpoint, **trigger)
 
     def publish_to(partitions: list[int], tag: str) -> list[Message]:
         official = official_client(local.service_url)
@@ -195,15 +179,8 @@ def test_latest_offset_retries_a_lost_broker_until_the_operation_timeout(
     attempts, for pulsar.client.operationTimeoutMs (a broker restart takes a second or two);
     a broker that stays away fails the trigger after that, saying what was tried."""
     port = closed_port()
-    reader = PulsarStreamReader(
-        ReadOptions.parse(
-            {
-                "service.url": f"pulsar://127.0.0.1:{port}",
-                "topic": "t",
-                "pulsar.client.operationTimeoutMs": "1000",
-            },
-            mode=ReadMode.STREAM,
-        )
+    reader = driver(
+        f"pulsar://127.0.0.1:{port}", "t", **{"pulsar.client.operationTimeoutMs": "1000"}
     )
     started = time.monotonic()
     with (

@@ -24,14 +24,17 @@ from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
     Message,
+    Streams,
     as_messages,
     available_now,
     checkpoint_offsets,
     drafts,
     drain,
+    driver,
     ends_of,
     publish,
     stream,
+    to_parquet,
 )
 from support.topics import full, partition_of
 
@@ -39,27 +42,19 @@ from pulsar_spark.errors import DataLossError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def test_start_beyond_the_end_is_data_loss(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    topic_name: str,
-    tmp_path: Path,
-) -> None:
+def test_start_beyond_the_end_is_data_loss(streams: Streams, topic_name: str) -> None:
     """A start position the partition does not reach (here a user's startingOffsets; after a
     topic was deleted and re-created it would be the checkpoint) is data loss: by default the
     query fails naming failOnDataLoss; with failOnDataLoss=false it goes on from what the
     partition holds, from its first message."""
-    sent = publish(client, topic_name, drafts(10, "dl"))
+    sent = streams.publish(topic_name, drafts(10, "dl"))
     ledger = sent[0].ledger
     beyond = {topic_name: {"ledgerId": ledger, "entryId": 50, "batchIndex": -1}}
-    message, read = strict_then_lenient(spark, broker.service_url, topic_name, beyond, tmp_path)
+    message, read = strict_then_lenient(streams, topic_name, beyond)
     assert "DataLossError" in message
     assert f"partition {full(topic_name)} was read up to {ledger}:49:-1 but now ends at " in (
         message
@@ -70,7 +65,7 @@ def test_start_beyond_the_end_is_data_loss(
 
 
 def strict_then_lenient(
-    spark: SparkSession, url: str, topic: str, start: dict[str, Any], tmp_path: Path
+    streams: Streams, topic: str, start: dict[str, Any]
 ) -> tuple[str, list[Message]]:
     """Run an AvailableNow query from startingOffsets ``start`` by default, which must fail,
     then with failOnDataLoss=false, which must finish: the first one's error text, and what
@@ -79,9 +74,9 @@ def strict_then_lenient(
     def run(name: str, **options: str) -> tuple[StreamingQuery, Batches]:
         batches = Batches()
         query = available_now(
-            stream(spark, url, topic, startingOffsets=json.dumps(start), **options),
+            streams.stream(topic, startingOffsets=json.dumps(start), **options),
             batches,
-            tmp_path / name,
+            streams.folder / name,
         )
         return query, batches
 
@@ -94,26 +89,22 @@ def strict_then_lenient(
 
 
 def test_start_in_a_ledger_retention_removed_is_data_loss(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    topic_name: str,
-    tmp_path: Path,
+    streams: Streams, broker: LocalBroker, topic_name: str
 ) -> None:
     """A start position whose ledger retention removed: Apache Pulsar then delivers from the
     first entry left, in a later ledger (a proxy makes pulsar-lite do the same; the start is a
     user's startingOffsets here, a checkpoint's after a restart). By default the task fails
     naming the partition, the start and the first message left; with failOnDataLoss=false the
     query reads what is left."""
-    publish(client, topic_name + "-earlier", drafts(1, "earlier"))
-    sent = publish(client, topic_name, drafts(10, "rm"))
+    streams.publish(topic_name + "-earlier", drafts(1, "earlier"))
+    sent = streams.publish(topic_name, drafts(10, "rm"))
     ledger = sent[0].ledger
     assert ledger > 0
     proxy, answers = apache_proxy((broker.host, broker.port))
     answers.first_ledgers = {full(topic_name): ledger}
     removed = {topic_name: {"ledgerId": ledger - 1, "entryId": 5, "batchIndex": -1}}
     try:
-        message, read = strict_then_lenient(spark, proxy.url, topic_name, removed, tmp_path)
+        message, read = strict_then_lenient(streams.through(proxy.url), topic_name, removed)
     finally:
         proxy.close()
     assert "DataLossError" in message
@@ -141,24 +132,16 @@ def test_data_loss_warning_and_offsets_on_the_driver(
     name, ledger = full(topic_name), sent[0].ledger
     start = {name: {"batchIndex": -1, "entryId": 9, "ledgerId": ledger}}
 
-    def reader(**options: str) -> PulsarStreamReader:
-        return PulsarStreamReader(
-            ReadOptions.parse(
-                {"service.url": broker.service_url, "topic": topic_name, **options},
-                mode=ReadMode.STREAM,
-            )
-        )
-
     loss = (
         f"partition {name} was read up to {ledger}:9:-1 but now ends at {ledger}:1:-1: data "
         "the query expected is gone. Set failOnDataLoss=false to continue from what exists "
         "(the missing messages are skipped)"
     )
     with pytest.raises(DataLossError) as info:
-        reader().latestOffset(start, ReadAllAvailable())
+        driver(broker.service_url, topic_name).latestOffset(start, ReadAllAvailable())
     assert str(info.value) == loss
 
-    lenient = reader(failOnDataLoss="false")
+    lenient = driver(broker.service_url, topic_name, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="pulsar_spark.spark.stream_reader"):
         reset = lenient.latestOffset(start, ReadAllAvailable())
     assert [r.getMessage() for r in caplog.records] == [loss]
@@ -182,11 +165,7 @@ def test_available_now_start_after_its_recorded_end_is_not_data_loss(
     initialOffset: a start resolved after messages arrived in between (startingOffsets latest)
     lies beyond the recorded end. That is no loss; the run has nothing to read there."""
     publish(client, topic_name, drafts(3, "x"))
-    reader = PulsarStreamReader(
-        ReadOptions.parse(
-            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
-        )
-    )
+    reader = driver(broker.service_url, topic_name)
     reader.prepareForTriggerAvailableNow()
     later = publish(client, topic_name, drafts(2, "y"))
     start = reader.initialOffset()
@@ -219,14 +198,8 @@ def test_vanished_partition_and_wiped_data(
     assert min(m.ledger for m in before) >= 3
 
     def run(**options: str) -> StreamingQuery:
-        return (
-            stream(spark, local.service_url, "lossy", startingOffsets="earliest", **options)
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
+        df = stream(spark, local.service_url, "lossy", startingOffsets="earliest", **options)
+        return to_parquet(df, out, checkpoint, availableNow=True)
 
     drain(run())
     assert as_messages(spark.read.parquet(str(out))) == sorted(before)

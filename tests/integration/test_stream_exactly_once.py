@@ -14,33 +14,27 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from support.streaming import (
     QUERY_TIMEOUT,
     BackgroundPublisher,
+    Streams,
     as_messages,
     by_partition,
     checkpoint_offsets,
     drain,
     ends_of,
-    stream,
+    to_parquet,
 )
 from support.waiting import wait_until
-
-from pulsar_spark.local import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def test_exactly_once_across_restarts_while_publishing(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """A parquet query is stopped and started again four times (processing-time and
     AvailableNow runs) while the official client publishes batches of keyed messages to three
@@ -54,26 +48,14 @@ def test_exactly_once_across_restarts_while_publishing(
     source.
     """
     topic = pooled_partitioned_topic(3)
-    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    out, checkpoint = streams.folder / "out", streams.checkpoint
     limit = 300
     # batch id -> input rows, per run; a replayed batch appears in two runs
     runs: list[dict[int, int]] = []
 
     def start(**trigger: Any) -> StreamingQuery:
-        df = stream(
-            spark,
-            broker.service_url,
-            topic,
-            startingOffsets="earliest",
-            maxMessagesPerTrigger=str(limit),
-        )
-        return (
-            df.writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(**trigger)
-            .start()
-        )
+        df = streams.stream(topic, startingOffsets="earliest", maxMessagesPerTrigger=str(limit))
+        return to_parquet(df, out, checkpoint, **trigger)
 
     def finish(query: StreamingQuery) -> None:
         assert query.exception() is None
@@ -94,8 +76,8 @@ def test_exactly_once_across_restarts_while_publishing(
         drain(query)
         finish(query)
 
-    with uncompacted_sink_log(spark):
-        with BackgroundPublisher(client, topic) as publisher:
+    with uncompacted_sink_log(streams.spark):
+        with BackgroundPublisher(streams.client, topic) as publisher:
             run_for_a_while()
             run_available_now()
             replayed = forget_last_batch(checkpoint, out)
@@ -103,7 +85,7 @@ def test_exactly_once_across_restarts_while_publishing(
             run_for_a_while()
             sent = publisher.stop()
         run_available_now()
-        got = as_messages(spark.read.parquet(str(out)))
+        got = as_messages(streams.spark.read.parquet(str(out)))
 
     assert {m.partition for m in sent} == {0, 1, 2}
     assert {m.batch for m in sent} > {0, 1}  # batched

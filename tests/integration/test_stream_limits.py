@@ -7,30 +7,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import pulsar
 import pytest
 from broker_proxy import apache_proxy
-from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from support.streaming import (
     Batches,
     Message,
+    Streams,
     as_messages,
     checkpoint_offsets,
     drafts,
+    driver,
     ends_of,
     publish,
-    read_available_now,
 )
 from support.topics import full, partition_of
 
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -39,11 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def test_max_messages_per_trigger_is_exact(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """1000 messages in batches of 7 over two partitions (600 and 400), read with
     maxMessagesPerTrigger=100: the source counts messages, not entries, and ends a micro-batch
@@ -51,17 +44,11 @@ def test_max_messages_per_trigger_is_exact(
     every micro-batch holds exactly 100 messages and never more. The budget is shared evenly
     between partitions that still have messages."""
     topic = pooled_partitioned_topic(2)
-    p0 = publish(client, partition_of(topic, 0), drafts(600, "p0"), batch_size=7)
-    p1 = publish(client, partition_of(topic, 1), drafts(400, "p1"), batch_size=7)
+    p0 = streams.publish(partition_of(topic, 0), drafts(600, "p0"), batch_size=7)
+    p1 = streams.publish(partition_of(topic, 1), drafts(400, "p1"), batch_size=7)
     batches = Batches()
-    query = read_available_now(
-        spark,
-        broker.service_url,
-        topic,
-        batches,
-        tmp_path / "checkpoint",
-        startingOffsets="earliest",
-        maxMessagesPerTrigger="100",
+    query = streams.read_available_now(
+        topic, batches, startingOffsets="earliest", maxMessagesPerTrigger="100"
     )
     assert batches.sizes() == [100] * 10
     split = [
@@ -92,28 +79,17 @@ def test_max_messages_per_trigger_is_exact(
 
 
 def test_min_partitions_splits_each_micro_batch_exactly(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """700 messages in batches of 7 on one partition of two (the other stays empty), 100 per
     micro-batch, at least 3 tasks per micro-batch: the micro-batches start and end inside
     batched entries and the tasks cut them at entry boundaries; every message still arrives
     once, in order."""
     topic = pooled_partitioned_topic(2)
-    sent = publish(client, partition_of(topic, 0), drafts(700, "m"), batch_size=7)
+    sent = streams.publish(partition_of(topic, 0), drafts(700, "m"), batch_size=7)
     batches = Batches(count_tasks=True)
-    read_available_now(
-        spark,
-        broker.service_url,
-        topic,
-        batches,
-        tmp_path / "checkpoint",
-        startingOffsets="earliest",
-        maxMessagesPerTrigger="100",
-        minPartitions="3",
+    streams.read_available_now(
+        topic, batches, startingOffsets="earliest", maxMessagesPerTrigger="100", minPartitions="3"
     )
     assert batches.sizes() == [100] * 7
     assert batches.all() == sent
@@ -125,35 +101,25 @@ def test_min_partitions_splits_each_micro_batch_exactly(
 
 
 def test_available_now_reads_what_existed_at_start_and_stops(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """AvailableNow records each partition's last message when the query starts and stops
     once it has read up to there: messages published while it runs (here: from inside its
     first micro-batch) are left for the next run, which reads exactly those."""
     topic = pooled_partitioned_topic(2)
-    early = publish(client, topic, drafts(250, "early"), batch_size=10)
+    early = streams.publish(topic, drafts(250, "early"), batch_size=10)
     late: list[Message] = []
     batches = Batches()
 
     def publish_late(batch_id: int) -> None:
         if batch_id == 0:
-            late.extend(publish(client, topic, drafts(40, "late"), batch_size=10))
+            late.extend(streams.publish(topic, drafts(40, "late"), batch_size=10))
 
     batches.hook = publish_late
 
     def run() -> StreamingQuery:
-        return read_available_now(
-            spark,
-            broker.service_url,
-            topic,
-            batches,
-            tmp_path / "checkpoint",
-            startingOffsets="earliest",
-            maxMessagesPerTrigger="100",
+        return streams.read_available_now(
+            topic, batches, startingOffsets="earliest", maxMessagesPerTrigger="100"
         )
 
     run()
@@ -180,16 +146,7 @@ def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
     a new count and gives the same ends."""
     sent = publish(client, topic_name, drafts(25, "r"), batch_size=4)
     name = full(topic_name)
-    reader = PulsarStreamReader(
-        ReadOptions.parse(
-            {
-                "service.url": broker.service_url,
-                "topic": topic_name,
-                "startingOffsets": "earliest",
-            },
-            mode=ReadMode.STREAM,
-        )
-    )
+    reader = driver(broker.service_url, topic_name, startingOffsets="earliest")
     initial = reader.initialOffset()
     assert initial == {name: NOTHING_CONSUMED.to_json()}
     ends, start = [], initial
@@ -213,38 +170,27 @@ def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
 
 
 def test_checkpoint_offsets_are_canonical_json(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """``offsets/N`` holds, per partition name in sorted order, the last consumed message id
     with its keys sorted (batchIndex, entryId, ledgerId): the exact text Spark compares. A
     batch index names a message inside a batch; -1 a whole entry (a batch consumed to its end,
     or a single message)."""
     topic = pooled_partitioned_topic(2)
-    p0 = publish(client, partition_of(topic, 0), drafts(9, "c0"), batch_size=4)
-    p1 = publish(client, partition_of(topic, 1), drafts(3, "c1"))
+    p0 = streams.publish(partition_of(topic, 0), drafts(9, "c0"), batch_size=4)
+    p1 = streams.publish(partition_of(topic, 1), drafts(3, "c1"))
     # entries 0 and 1 hold four messages each, entry 2 one
     assert [(m.entry, m.batch) for m in p0] == [
         *((e, i) for e in (0, 1) for i in range(4)),
         (2, 0),
     ]
-    checkpoint = tmp_path / "checkpoint"
-    read_available_now(
-        spark,
-        broker.service_url,
-        topic,
-        Batches(),
-        checkpoint,
-        startingOffsets="earliest",
-        maxMessagesPerTrigger="6",
+    streams.read_available_now(
+        topic, Batches(), startingOffsets="earliest", maxMessagesPerTrigger="6"
     )
     a, b = partition_of(topic, 0), partition_of(topic, 1)
     l0, l1 = p0[0].ledger, p1[0].ledger
     # batch 0: three of each partition; batch 1: the other six of partition 0
-    assert checkpoint_offsets(checkpoint) == {
+    assert checkpoint_offsets(streams.checkpoint) == {
         0: (
             f'{{"{a}": {{"batchIndex": 2, "entryId": 0, "ledgerId": {l0}}}, '
             f'"{b}": {{"batchIndex": -1, "entryId": 2, "ledgerId": {l1}}}}}'
@@ -260,11 +206,7 @@ def test_checkpoint_offsets_are_canonical_json(
 
 
 def test_limited_query_where_last_ids_carry_a_batch_index(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, broker: LocalBroker, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """Apache Pulsar answers GetLastMessageId with the last entry's largest batch index (0 for
     an unbatched message); pulsar-lite with none. Through a proxy that answers like Apache
@@ -272,8 +214,8 @@ def test_limited_query_where_last_ids_carry_a_batch_index(
     last message, exactly once; run again with nothing new it reads nothing and reports no
     data loss; run after more messages it reads just those. A batch read sees them all."""
     topic = pooled_partitioned_topic(2)
-    p0 = publish(client, partition_of(topic, 0), drafts(17, "p0"), batch_size=5)
-    p1 = publish(client, partition_of(topic, 1), drafts(4, "p1"))
+    p0 = streams.publish(partition_of(topic, 0), drafts(17, "p0"), batch_size=5)
+    p1 = streams.publish(partition_of(topic, 1), drafts(4, "p1"))
     assert [m.batch for m in p0[-2:]] == [0, 1]
     assert {m.batch for m in p1} == {-1}
     proxy, answers = apache_proxy((broker.host, broker.port))
@@ -282,14 +224,8 @@ def test_limited_query_where_last_ids_carry_a_batch_index(
 
     def run() -> list[int]:
         seen = set(batches.by_id)
-        read_available_now(
-            spark,
-            proxy.url,
-            topic,
-            batches,
-            tmp_path / "checkpoint",
-            startingOffsets="earliest",
-            maxMessagesPerTrigger="6",
+        streams.through(proxy.url).read_available_now(
+            topic, batches, startingOffsets="earliest", maxMessagesPerTrigger="6"
         )
         return sorted(set(batches.by_id) - seen)
 
@@ -299,10 +235,10 @@ def test_limited_query_where_last_ids_carry_a_batch_index(
         assert sorted(batches.all()) == sorted(p0 + p1)
         assert answers.last_ids_answered >= 2
         assert run() == []
-        more = publish(client, partition_of(topic, 1), drafts(3, "more"))
+        more = streams.publish(partition_of(topic, 1), drafts(3, "more"))
         added = run()
         assert [batches.by_id[i] for i in added] == [sorted(more)]
-        everything = spark.read.format("pulsar").option("service.url", proxy.url)
+        everything = streams.spark.read.format("pulsar").option("service.url", proxy.url)
         assert as_messages(everything.option("topic", topic).load()) == sorted(p0 + p1 + more)
     finally:
         proxy.close()

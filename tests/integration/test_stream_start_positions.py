@@ -7,46 +7,39 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pulsar
 import pytest
-from pyspark.sql import SparkSession
 from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
+    Streams,
     drafts,
+    driver,
     processing_time,
     publish,
-    read_available_now,
-    stream,
 )
 from support.topics import partition_of
 from support.waiting import wait_until
 
 from pulsar_spark.local import LocalBroker
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def test_stream_starts_at_latest_by_default(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """Without startingOffsets a stream starts after what the partitions hold when it starts
     (one of them empty then, which it reads from its first message)."""
     topic = pooled_partitioned_topic(2)
-    publish(client, partition_of(topic, 0), drafts(6, "old"), batch_size=3)
+    streams.publish(partition_of(topic, 0), drafts(6, "old"), batch_size=3)
     batches = Batches()
-    query = processing_time(stream(spark, broker.service_url, topic), batches, "500 milliseconds")
+    query = processing_time(streams.stream(topic), batches, "500 milliseconds")
     try:
         wait_until(lambda: query.lastProgress is not None, "the first trigger", QUERY_TIMEOUT)
-        new = publish(client, partition_of(topic, 0), drafts(4, "new0"), batch_size=3)
-        new += publish(client, partition_of(topic, 1), drafts(2, "new1"))
+        new = streams.publish(partition_of(topic, 0), drafts(4, "new0"), batch_size=3)
+        new += streams.publish(partition_of(topic, 1), drafts(2, "new1"))
         wait_until(lambda: len(batches.all()) >= 6, "the new messages", QUERY_TIMEOUT)
         time.sleep(1.5)  # nothing else arrives
     finally:
@@ -55,56 +48,35 @@ def test_stream_starts_at_latest_by_default(
 
 
 def test_starting_time_skips_what_was_published_before(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """startingTime (publish time, ms) starts each partition at its first message published at
     or after that time; a partition with nothing newer starts after its end."""
     topic = pooled_partitioned_topic(2)
-    old = publish(client, partition_of(topic, 0), drafts(5, "old0"), batch_size=2)
-    old += publish(client, partition_of(topic, 1), drafts(5, "old1"))
+    old = streams.publish(partition_of(topic, 0), drafts(5, "old0"), batch_size=2)
+    old += streams.publish(partition_of(topic, 1), drafts(5, "old1"))
     time.sleep(0.05)
     since = int(time.time() * 1000)
     time.sleep(0.05)
-    new = publish(client, partition_of(topic, 0), drafts(5, "new0"), batch_size=2)
+    new = streams.publish(partition_of(topic, 0), drafts(5, "new0"), batch_size=2)
     batches = Batches()
-    read_available_now(
-        spark,
-        broker.service_url,
-        topic,
-        batches,
-        tmp_path / "checkpoint",
-        startingTime=str(since),
-    )
+    streams.read_available_now(topic, batches, startingTime=str(since))
     assert batches.all() == new
     assert {m.partition for m in old} == {0, 1}
 
 
 def test_starting_offsets_json_is_inclusive(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-    tmp_path: Path,
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """A position given in startingOffsets is the first message read (here inside a batch);
     partitions not named start at the default for streams, latest."""
     topic = pooled_partitioned_topic(2)
-    p0 = publish(client, partition_of(topic, 0), drafts(10, "j0"), batch_size=4)
-    publish(client, partition_of(topic, 1), drafts(4, "j1"))
+    p0 = streams.publish(partition_of(topic, 0), drafts(10, "j0"), batch_size=4)
+    streams.publish(partition_of(topic, 1), drafts(4, "j1"))
     assert p0[5].batch == 1
     batches = Batches()
-    read_available_now(
-        spark,
-        broker.service_url,
-        topic,
-        batches,
-        tmp_path / "checkpoint",
-        startingOffsets=json.dumps({partition_of(topic, 0): p0[5].position()}),
-    )
+    start = {partition_of(topic, 0): p0[5].position()}
+    streams.read_available_now(topic, batches, startingOffsets=json.dumps(start))
     assert batches.all() == p0[5:]
 
 
@@ -115,11 +87,7 @@ def test_initial_offset_is_resolved_once(
     once to start the first micro-batch. For startingOffsets=latest both answers must be the
     same, or the messages published in between would be skipped."""
     publish(client, topic_name, drafts(2, "a"))
-    reader = PulsarStreamReader(
-        ReadOptions.parse(
-            {"service.url": broker.service_url, "topic": topic_name}, mode=ReadMode.STREAM
-        )
-    )
+    reader = driver(broker.service_url, topic_name)
     first = reader.initialOffset()
     publish(client, topic_name, drafts(3, "b"))
     assert reader.initialOffset() == first

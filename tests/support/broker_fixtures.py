@@ -1,5 +1,5 @@
-"""Fixtures shared by the broker tests: clients of the session broker, private pools, fake and
-private brokers.
+"""Fixtures shared by the broker tests: clients of the session broker, streaming queries on it,
+private pools, fake and private brokers.
 
 Registered from ``tests/conftest.py``. ``client`` and ``lookup`` are module-scoped, so each test
 module gets (and closes) its own.
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pulsar
 import pytest
@@ -23,6 +24,11 @@ from .clients import settings_for
 from .fake_broker import FakeBroker, Handler
 from .official import official_client
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .streaming import Streams
+
 
 @pytest.fixture(scope="module")
 def client(broker: LocalBroker) -> Iterator[pulsar.Client]:
@@ -31,6 +37,16 @@ def client(broker: LocalBroker) -> Iterator[pulsar.Client]:
     yield official
     with contextlib.suppress(pulsar.PulsarException):  # a test may have closed it
         official.close()
+
+
+@pytest.fixture
+def streams(
+    spark: SparkSession, broker: LocalBroker, client: pulsar.Client, tmp_path: Path
+) -> Streams:
+    """Streaming queries on the session broker, publishing with ``client``, in ``tmp_path``."""
+    from .streaming import Streams
+
+    return Streams(spark, broker.service_url, client, tmp_path)
 
 
 @pytest.fixture(scope="module")

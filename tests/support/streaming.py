@@ -4,11 +4,13 @@
 the id its send callback returned, as a :class:`Message`; :func:`as_messages` turns what a
 query read into the same form. :class:`Batches` keeps what each micro-batch of a
 ``foreachBatch`` query read; :func:`available_now` and :func:`drain` run such a query to its
-end.
+end, :func:`to_parquet` starts one into files. :class:`Streams` (the ``streams`` fixture) holds
+what a test's queries share: Spark, the service URL, the publishing client, a folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -20,6 +22,9 @@ from typing import Any
 import pulsar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
+
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 from .topics import full, partition_of
 
@@ -295,6 +300,60 @@ def read_available_now(
     query = available_now(stream(spark, url, topic, **options), batches, checkpoint)
     drain(query)
     return query
+
+
+def to_parquet(df: DataFrame, out: Path, checkpoint: Path, **trigger: str | bool) -> StreamingQuery:
+    """Start ``df`` into parquet files in ``out``, checkpointed in ``checkpoint``, with the
+    trigger given as to ``DataStreamWriter.trigger`` (``availableNow=True``, say)."""
+    return (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def driver(url: str, topic: str, **options: str) -> PulsarStreamReader:
+    """The driver's side of a stream on ``topic``, to call directly, without Spark."""
+    parsed = ReadOptions.parse(
+        {"service.url": url, "topic": topic, **options}, mode=ReadMode.STREAM
+    )
+    return PulsarStreamReader(parsed)
+
+
+@dataclass(frozen=True)
+class Streams:
+    """What the streaming queries of one test share: the session's Spark, the service URL
+    they read (:meth:`through` another, a proxy's say), the official client publishing to the
+    session broker, and the test's own folder for checkpoints and output."""
+
+    spark: SparkSession
+    url: str
+    client: pulsar.Client
+    folder: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.folder / "checkpoint"
+
+    def through(self, url: str) -> Streams:
+        """The same, reading from ``url``."""
+        return dataclasses.replace(self, url=url)
+
+    def publish(self, topic: str, messages: list[Draft], *, batch_size: int = 0) -> list[Message]:
+        """:func:`publish` with :attr:`client`."""
+        return publish(self.client, topic, messages, batch_size=batch_size)
+
+    def stream(self, topic: str, **options: str) -> DataFrame:
+        return stream(self.spark, self.url, topic, **options)
+
+    def read_available_now(self, topic: str, batches: Batches, **options: str) -> StreamingQuery:
+        """:func:`read_available_now`, checkpointed in :attr:`checkpoint`."""
+        return read_available_now(self.spark, self.url, topic, batches, self.checkpoint, **options)
+
+    def driver(self, topic: str, **options: str) -> PulsarStreamReader:
+        return driver(self.url, topic, **options)
 
 
 def processing_time(df: DataFrame, batches: Batches, interval: str) -> StreamingQuery:
