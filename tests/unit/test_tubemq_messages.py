@@ -4,13 +4,13 @@ by this package, and hand-built edge cases."""
 from __future__ import annotations
 
 import pytest
+from support import tubemq_golden as golden
 
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
 from pulsar_spark.protocol.tubemq import messages, rpc
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.protocol.tubemq.framing import FrameDecoder
 from pulsar_spark.protocol.tubemq.messages import TubeMessage
-from tests.support import tubemq_golden as golden
 
 OWN_ATTRIBUTES = "$msgType$=typeA,$msgTime$=202611251450,k1=v1,k2=v2"
 

@@ -4,6 +4,7 @@ replies, and this package's encoder writes the Java client's bytes."""
 from __future__ import annotations
 
 import pytest
+from support import tubemq_golden as golden
 
 from pulsar_spark import errors
 from pulsar_spark.errors import RemoteProtocolError
@@ -11,7 +12,6 @@ from pulsar_spark.protocol.tubemq import rpc
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
 from pulsar_spark.protocol.tubemq.framing import Frame, FrameDecoder, encode_frame
-from tests.support import tubemq_golden as golden
 
 JAVA_CLIENT_ID = "192.0.2.2-26327-782601967970-1307512199-2.4.0"
 
