@@ -19,11 +19,18 @@ from pulsar_spark.protocol.tubemq import messages
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
 from pulsar_spark.protocol.tubemq.messages import TubeMessage
+from pulsar_spark.protocol.tubemq.metadata import (
+    BrokerInfo,
+    TopicPlacement,
+    ipv4_to_int,
+    parse_broker_info,
+    parse_topic_info,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq]
 
 PRODUCER_ID = "pulsar_spark_wire_producer"
-LOOPBACK_ADDR = 0x7F000001  # sentAddr: the producer's IPv4 address as an int
+LOOPBACK_ADDR = ipv4_to_int(HOST)  # sentAddr: the producer's IPv4 address
 # (value, attribute string, msgType, msgTime, partition) of each message this package sends
 OWN_MESSAGES = [
     (b"own value 0", "$msgType$=own,$msgTime$=202611251600,a=1,b=2", "own", "202611251600", 0),
@@ -58,11 +65,14 @@ def broker_port(tubemq_cluster: TubeMQCluster, tubemq_topic: str) -> int:
             master_pb.HeartResponseM2P,
         )
         master.call(master_pb.CloseRequestP2M(clientId=PRODUCER_ID), master_pb.CloseResponseM2P)
-    assert list(registered.brokerInfos) == [f"1:{HOST}:{tubemq_cluster.broker_port}"]
+    (broker,) = (parse_broker_info(info) for info in registered.brokerInfos)
+    assert broker == BrokerInfo(1, HOST, tubemq_cluster.broker_port)
     assert registered.appdConfig.maxMsgSize == 1024 * 1024
-    # "topic#brokerId:partitions:stores#": broker 1 holds all partitions in one store
-    assert list(heartbeat.topicInfos) == [f"{tubemq_topic}#1:{TUBEMQ_PARTITIONS}:1#"]
-    return int(registered.brokerInfos[0].rsplit(":", 1)[1])
+    (topic,) = (parse_topic_info(info) for info in heartbeat.topicInfos)
+    # broker 1 holds all partitions in one store
+    assert topic.placements == (TopicPlacement(tubemq_topic, 1, TUBEMQ_PARTITIONS, 1),)
+    assert topic.placements[0].partition_ids == tuple(range(TUBEMQ_PARTITIONS))
+    return broker.port
 
 
 @pytest.fixture(scope="module")

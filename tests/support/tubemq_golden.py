@@ -13,7 +13,7 @@ def frame(hex_text: str) -> bytes:
     return bytes.fromhex(hex_text)
 
 
-# --- master: a producer registers and closes (Java client, serial numbers 1 and 4) ----------
+# --- master: a producer registers, heartbeats and closes (Java client, serials 1, 2, 4) -------
 
 JAVA_PRODUCER_REGISTER = frame(
     "ff7ff4fe00000001000000010000006b020800040801100362080110904e1a5b0a2d3139322e302e322e322d"
@@ -23,6 +23,11 @@ JAVA_PRODUCER_REGISTER = frame(
 JAVA_PRODUCER_REGISTER_REPLY = frame(
     "ff7ff4fe00000001000000010000004702080104080018033e0801123a080110c8011a034f4b2120c9e1a299"
     "a1342a11313a3132372e302e302e313a31393132333207089dd1a299a1343a0b08feffffffffffffffff01"
+)
+# Its first heartbeat's reply names the topic's partitions: "pyprobe#1:3:1#".
+JAVA_PRODUCER_HEARTBEAT_REPLY = frame(
+    "ff7ff4fe00000002000000010000004402080104080018033b08021237080110c8011a034f4b2120c9e1a299"
+    "a1342a0e707970726f626523313a333a31234207089dd1a299a1344a0b08feffffffffffffffff01"
 )
 JAVA_PRODUCER_CLOSE = frame(
     "ff7ff4fe00000004000000010000003f020800040801100336080310904e1a2f0a2d3139322e302e322e322d"
