@@ -82,7 +82,7 @@ class TubeMQConnection:
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError(f"connection to {self.address} is closed")
-            serial_no = next(self._serial)
+            serial_no = next(self._serial) % (1 << 31)  # a positive int32, wrapping
             try:
                 response = self._exchange(serial_no, request, timeout)
             except PulsarSparkError:
