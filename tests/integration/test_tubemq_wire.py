@@ -215,3 +215,47 @@ def test_this_package_reads_what_the_java_client_sent(
         "color": "blue",
         "size": "9",
     }
+
+
+def test_offsets_are_store_positions_shared_by_the_partitions(
+    broker_port: int, tubemq_topic: str
+) -> None:
+    # Runs last: it appends to the topic that the tests above read whole.
+    with TubeMQConnection(HOST, broker_port) as broker:
+        offsets = []
+        for partition in range(TUBEMQ_PARTITIONS):
+            reply = broker.call(
+                broker_pb.SendMessageRequestP2B(
+                    clientId=PRODUCER_ID,
+                    topicName=tubemq_topic,
+                    partitionId=partition,
+                    data=f"offset probe {partition}".encode(),
+                    flag=0,
+                    checkSum=messages.NO_CHECKSUM,
+                    sentAddr=LOOPBACK_ADDR,
+                ),
+                broker_pb.SendMessageResponseB2P,
+            )
+            offsets.append(reply.appendOffset)
+        # one 28-byte index entry per message, whatever its partition
+        assert offsets == [offsets[0] + 28 * i for i in range(TUBEMQ_PARTITIONS)]
+
+        where = {"clientId": "offset_reader", "topicName": tubemq_topic, "partitionId": 1}
+        register = broker_pb.RegisterRequestC2B(
+            opType=31, groupName="offsets", readStatus=0, currOffset=offsets[1], **where
+        )
+        assert broker.call(register, broker_pb.RegisterResponseB2C).currOffset == offsets[1]
+        get = broker_pb.GetMessageRequestC2B(groupName="offsets", lastPackConsumed=True, **where)
+        replies = []
+        for _ in range(10):
+            reply = broker.call(get, broker_pb.GetMessageResponseB2C, check=False)
+            if reply.errCode == 404:
+                break
+            replies.append(reply)
+        assert replies[0].currOffset == offsets[1]  # where the read started
+        found = [m.value for r in replies for m in messages.decode_messages(r)]
+        assert found == [b"offset probe 1"]
+        commit = broker_pb.CommitOffsetRequestC2B(groupName="offsets", **where)
+        committed = broker.call(commit, broker_pb.CommitOffsetResponseB2C)
+        # the read went past partition 2's message: the whole store was scanned
+        assert committed.currOffset == committed.maxOffset == offsets[2] + 28
