@@ -37,6 +37,10 @@ proto: install
 	    --python_out=pulsar_spark/protocol/_generated \
 	    --mypy_out=pulsar_spark/protocol/_generated \
 	    proto/pulsar_api.proto
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m grpc_tools.protoc -Iproto \
+	    --python_out=pulsar_spark/protocol/tubemq/_generated \
+	    --mypy_out=pulsar_spark/protocol/tubemq/_generated \
+	    proto/tubemq_rpc.proto proto/tubemq_master.proto proto/tubemq_broker.proto
 
 bench: install
 	$(PY) benchmarks/run_all.py

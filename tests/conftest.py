@@ -30,7 +30,7 @@ from pulsar_spark.local import LocalBroker
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest_plugins = ["support.fixtures", "support.broker_fixtures"]
+pytest_plugins = ["support.fixtures", "support.broker_fixtures", "support.tubemq_fixtures"]
 
 SEEDED_PARTITIONED_TOPICS: dict[str, int] = {"part2": 2, "part3": 3, "part4": 4}
 """Partitioned topics every test run has, shared by all tests."""

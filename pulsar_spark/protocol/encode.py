@@ -66,7 +66,8 @@ _CACHE_LIMIT = 4096
 _properties_cache: dict[tuple[tuple[str, str], ...], bytes] = {}
 
 
-def _varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
+    """Protobuf varint of ``value`` (a negative one as its 64-bit two's complement)."""
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
     if 0 <= value < 0x4000:
@@ -82,7 +83,7 @@ def _varint(value: int) -> bytes:
 
 
 def _length_delimited(tag: bytes, data: bytes) -> bytes:
-    return tag + _varint(len(data)) + data
+    return tag + encode_varint(len(data)) + data
 
 
 def _properties(properties: tuple[tuple[str, str], ...]) -> bytes:
@@ -107,12 +108,12 @@ def encode_single_message_metadata(message: OutgoingMessage, sequence_id: int) -
     out = _properties(message.properties) if message.properties else b""
     if message.key is not None:
         out += _length_delimited(b"\x12", message.key.encode())
-    out += b"\x18" + _varint(message.size)
+    out += b"\x18" + encode_varint(message.size)
     if message.event_time:
-        out += b"\x28" + _varint(message.event_time)
+        out += b"\x28" + encode_varint(message.event_time)
     if message.key_is_base64:
         out += b"\x30\x01"
-    out += b"\x40" + _varint(sequence_id)
+    out += b"\x40" + encode_varint(sequence_id)
     if message.value is None:
         out += b"\x48\x01"
     return out

@@ -13,9 +13,8 @@ The payload section (SEND and MESSAGE only) is parsed by :mod:`pulsar_spark.prot
 :class:`FrameDecoder` is fed whatever bytes the transport read — half a frame, ten frames — and
 returns the complete frames it now holds. It reads ``total_size`` as soon as 4 bytes are there
 and refuses a frame larger than ``max_frame_size`` *before* buffering its body, so a broken or
-hostile peer cannot make it allocate without bound. Bytes are kept in one ``bytearray`` with a
-read offset; consumed space is reclaimed when more than half of the buffer is dead, which keeps
-feeding linear in the number of bytes.
+hostile peer cannot make it allocate without bound. The buffering itself is
+:class:`~pulsar_spark.protocol.stream_decoder.StreamDecoder`'s.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from pulsar_spark.errors import (
     TruncatedFrameError,
 )
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.stream_decoder import StreamDecoder
 
 # The broker's default maxMessageSize, and the slack Pulsar clients allow on top of it for the
 # command and metadata that travel with a maximum-size payload.
@@ -66,43 +66,11 @@ def max_frame_size_for(max_message_size: int) -> int:
     return max_message_size + FRAME_PADDING
 
 
-class FrameDecoder:
+class FrameDecoder(StreamDecoder[Frame]):
     """Turns a byte stream into :class:`Frame` objects; see the module docstring."""
 
     def __init__(self, max_frame_size: int = max_frame_size_for(DEFAULT_MAX_MESSAGE_SIZE)) -> None:
-        self.max_frame_size = max_frame_size
-        self._buffer = bytearray()
-        self._offset = 0
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received but not yet returned as frames."""
-        return len(self._buffer) - self._offset
-
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
-        """Add bytes from the transport; return every frame completed by them."""
-        self._buffer += data
-        frames = []
-        while (frame := self._next_frame()) is not None:
-            frames.append(frame)
-        if self._offset > len(self._buffer) // 2:
-            del self._buffer[: self._offset]
-            self._offset = 0
-        return frames
-
-    def take_buffered(self) -> bytes:
-        """Hand over the bytes of a frame not yet complete (and forget them)."""
-        rest = bytes(self._buffer[self._offset :])
-        self._buffer.clear()
-        self._offset = 0
-        return rest
-
-    def eof(self) -> None:
-        """Declare the stream finished; raise if it stopped in the middle of a frame."""
-        if self.buffered:
-            raise TruncatedFrameError(
-                f"connection closed in the middle of a frame ({self.buffered} bytes pending)"
-            )
+        super().__init__(max_frame_size)
 
     def _next_frame(self) -> Frame | None:
         available = len(self._buffer) - self._offset

@@ -1,4 +1,4 @@
-"""The committed generated module must declare exactly what proto/pulsar_api.proto declares."""
+"""Each committed generated module must declare exactly what its file under proto/ declares."""
 
 from __future__ import annotations
 
@@ -6,25 +6,41 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 from google.protobuf import descriptor_pb2
 
 from pulsar_spark.protocol._generated import pulsar_api_pb2
+from pulsar_spark.protocol.tubemq._generated import (
+    tubemq_broker_pb2,
+    tubemq_master_pb2,
+    tubemq_rpc_pb2,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTO = ROOT / "proto" / "pulsar_api.proto"
+PROTO_DIR = ROOT / "proto"
+
+# (the .proto file, its committed module, the directory holding the module's .pyi stub)
+GENERATED = [
+    ("pulsar_api.proto", pulsar_api_pb2, "pulsar_spark/protocol/_generated"),
+    ("tubemq_rpc.proto", tubemq_rpc_pb2, "pulsar_spark/protocol/tubemq/_generated"),
+    ("tubemq_master.proto", tubemq_master_pb2, "pulsar_spark/protocol/tubemq/_generated"),
+    ("tubemq_broker.proto", tubemq_broker_pb2, "pulsar_spark/protocol/tubemq/_generated"),
+]
+IDS = [proto for proto, _, _ in GENERATED]
 
 
-def _compiled_descriptor(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
+def _compiled_descriptor(proto: Path, tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
     out = tmp_path / "descriptor.pb"
     subprocess.run(
         [
             sys.executable,
             "-m",
             "grpc_tools.protoc",
-            f"-I{PROTO.parent}",
+            f"-I{proto.parent}",
             f"--descriptor_set_out={out}",
-            str(PROTO),
+            str(proto),
         ],
         check=True,
     )
@@ -43,19 +59,22 @@ def _without_json_names(
         _without_json_names(message.nested_type)
 
 
-def test_generated_module_matches_proto(tmp_path: Path) -> None:
-    compiled = _compiled_descriptor(tmp_path)
+@pytest.mark.parametrize(("proto", "module", "_stub_dir"), GENERATED, ids=IDS)
+def test_generated_module_matches_proto(
+    proto: str, module: ModuleType, _stub_dir: str, tmp_path: Path
+) -> None:
+    compiled = _compiled_descriptor(PROTO_DIR / proto, tmp_path)
     committed = descriptor_pb2.FileDescriptorProto()
-    pulsar_api_pb2.DESCRIPTOR.CopyToProto(committed)
+    module.DESCRIPTOR.CopyToProto(committed)
     _without_json_names(compiled.message_type)
     _without_json_names(committed.message_type)
     assert committed == compiled, (
-        "pulsar_spark/protocol/_generated is out of date with proto/pulsar_api.proto: "
-        "run `make proto`"
+        f"{module.__name__} is out of date with proto/{proto}: run `make proto`"
     )
 
 
-def test_stub_lists_every_message() -> None:
-    stub = (ROOT / "pulsar_spark/protocol/_generated/pulsar_api_pb2.pyi").read_text()
-    for name in pulsar_api_pb2.DESCRIPTOR.message_types_by_name:
+@pytest.mark.parametrize(("proto", "module", "stub_dir"), GENERATED, ids=IDS)
+def test_stub_lists_every_message(proto: str, module: ModuleType, stub_dir: str) -> None:
+    stub = (ROOT / stub_dir / f"{Path(proto).stem}_pb2.pyi").read_text()
+    for name in module.DESCRIPTOR.message_types_by_name:
         assert f"class {name}(" in stub, f"{name} missing from the .pyi stub: run `make proto`"

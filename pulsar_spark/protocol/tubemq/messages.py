@@ -1,0 +1,159 @@
+"""TubeMQ message payloads: what SendMessage carries and what GetMessage returns.
+
+How this works
+--------------
+A TubeMQ message is a value plus an optional attribute string. The producer sends both as one
+byte string, ``SendMessageRequestP2B.data``; the broker stores it unchanged and returns it as
+``TransferedMessage.payLoadData``::
+
+    flag bit 0 clear:  [value]
+    flag bit 0 set:    [attribute length: int32 big-endian][attributes, UTF-8][value]
+
+The flag travels beside the data (``SendMessageRequestP2B.flag``, ``TransferedMessage.flag``);
+no other bit is used. The attribute string is ``k=v`` items joined by commas; the two system
+items ``$msgType$=...`` and ``$msgTime$=yyyyMMddHHmm`` come first when set, and a producer
+also sends them as the request's ``msgType``/``msgTime`` (the broker indexes the type for
+filtered reads). Keys and values cannot contain ``,`` or ``=``.
+
+``TransferedMessage.checkSum`` is CRC-32 (zlib's) of the whole payload with the top bit
+cleared, computed by the broker when it stored the message. A producer may send the same
+checksum, which the broker then verifies, or -1 (the Java client's choice) to skip it.
+
+The Java client (2.4) neither compresses nor packs several values into one message, so a
+payload is always one value. It drops a message whose checksum or attribute length is wrong
+without a word; :func:`decode_message` raises instead, so no value disappears silently.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
+from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
+
+FLAG_HAS_ATTRIBUTES = 0x1
+MSG_TYPE_KEY = "$msgType$"
+MSG_TIME_KEY = "$msgTime$"
+# The checksum a producer sends to ask the broker not to verify the data.
+NO_CHECKSUM = -1
+
+_LENGTH = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class TubeMessage:
+    """One message read from a partition.
+
+    ``attributes`` is the attribute string as stored (None when the message has none);
+    :func:`parse_attributes` turns it into a mapping.
+    """
+
+    message_id: int
+    value: bytes
+    attributes: str | None
+    flag: int
+
+
+def checksum(payload: bytes) -> int:
+    """TubeMQ's payload checksum: CRC-32 with the sign bit cleared, so it is never negative."""
+    return zlib.crc32(payload) & 0x7FFFFFFF
+
+
+def decode_message(message: broker_pb.TransferedMessage, *, verify: bool = True) -> TubeMessage:
+    """Split one stored message into value and attributes, checking its checksum first."""
+    payload = message.payLoadData
+    if verify and checksum(payload) != message.checkSum:
+        raise ChecksumMismatchError(
+            f"message {message.messageId}: checksum {message.checkSum} does not match the "
+            f"payload's {checksum(payload)}"
+        )
+    if not message.flag & FLAG_HAS_ATTRIBUTES:
+        return TubeMessage(message.messageId, payload, None, message.flag)
+    if len(payload) < _LENGTH.size:
+        raise CorruptPayloadError(
+            f"message {message.messageId}: {len(payload)} bytes cannot hold an attribute length"
+        )
+    (size,) = _LENGTH.unpack_from(payload)
+    end = _LENGTH.size + size
+    if size < 0 or end > len(payload):
+        raise CorruptPayloadError(
+            f"message {message.messageId}: attribute length {size} does not fit in the "
+            f"{len(payload) - _LENGTH.size} bytes after it"
+        )
+    try:
+        attributes = payload[_LENGTH.size : end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptPayloadError(f"message {message.messageId}: attributes are not UTF-8") from exc
+    # The Java reader leaves the attributes unset (null) when their length is 0.
+    return TubeMessage(message.messageId, payload[end:], attributes or None, message.flag)
+
+
+def decode_messages(
+    response: broker_pb.GetMessageResponseB2C, *, verify: bool = True
+) -> list[TubeMessage]:
+    """Every message of a GetMessage reply, in order."""
+    return [decode_message(message, verify=verify) for message in response.messages]
+
+
+def parse_attributes(attributes: str | None) -> dict[str, str]:
+    """The ``k=v`` items of an attribute string, the way the Java client reads them.
+
+    Items without ``=`` or with a blank key are skipped; the first item with a key wins.
+    """
+    pairs: dict[str, str] = {}
+    for item in (attributes or "").split(","):
+        parts = item.split("=")
+        while parts and not parts[-1]:  # Java's String.split drops trailing empty strings
+            parts.pop()
+        if len(parts) > 1 and parts[0].strip():
+            pairs.setdefault(parts[0], parts[1])
+    return pairs
+
+
+def format_attributes(
+    properties: Mapping[str, str],
+    *,
+    msg_type: str | None = None,
+    msg_time: str | None = None,
+) -> str:
+    """The attribute string for a message: system items first, then ``properties`` in order.
+
+    ``msg_time`` is minute precision, ``yyyyMMddHHmm``. Raises LocalProtocolError for a key or
+    value the format cannot carry.
+    """
+    items = []
+    if msg_type:
+        items.append(f"{MSG_TYPE_KEY}={_checked('msgType', msg_type.strip())}")
+    if msg_time:
+        if len(msg_time) != 12 or not msg_time.isdigit():
+            raise LocalProtocolError(f"msgTime {msg_time!r} is not yyyyMMddHHmm")
+        items.append(f"{MSG_TIME_KEY}={msg_time}")
+    for key, value in properties.items():
+        if MSG_TYPE_KEY in key + value or MSG_TIME_KEY in key + value:
+            raise LocalProtocolError(f"attribute {key!r} uses a reserved system key")
+        items.append(f"{_checked('key', key)}={_checked('value', value)}")
+    return ",".join(items)
+
+
+def encode_payload(value: bytes, attributes: str | None) -> tuple[bytes, int]:
+    """The ``data`` and ``flag`` of a SendMessage for ``value`` with ``attributes``.
+
+    Blank attributes are left out and the flag stays 0. (The Java client sets the flag for
+    any non-null attribute string but writes the attributes only when they are not blank,
+    which its own reader then misreads; this encoder keeps the two in step.)
+    """
+    if not attributes or not attributes.strip():
+        return value, 0
+    encoded = attributes.encode("utf-8")
+    return _LENGTH.pack(len(encoded)) + encoded + value, FLAG_HAS_ATTRIBUTES
+
+
+def _checked(what: str, text: str) -> str:
+    if not text.strip():
+        raise LocalProtocolError(f"attribute {what} is blank")
+    if "," in text or "=" in text:
+        raise LocalProtocolError(f"attribute {what} {text!r} contains ',' or '='")
+    return text

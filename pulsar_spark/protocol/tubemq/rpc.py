@@ -1,0 +1,339 @@
+"""The RPC envelope around each TubeMQ call, and the table of calls this client makes.
+
+How this works
+--------------
+The chunks of a frame (see :mod:`.framing`), joined, hold three messages, each written with
+protobuf's "delimited" form (a varint byte count, then the message)::
+
+    request:   RpcConnHeader(flag=0)  RequestHeader(serviceType, protocolVer=3)
+               RequestBody(method, timeout, request=<the call's message, serialized>)
+    response:  RpcConnHeader(flag=1)  ResponseHeader(status)
+               RspResponseBody(method, data=<the reply message>)   when status is SUCCESS
+               RspExceptionBody(exceptionName, stackTrace)          otherwise
+
+A call is named by its method id; the service type says which server-side service handles it
+(1 master, 2 broker reads, 3 broker writes). :data:`CALLS` lists the calls made here with
+their message types, so :func:`encode_request` needs only the request message.
+
+Two layers of failure reach a caller. A server that throws answers with an exception body:
+:func:`decode_response` raises :class:`~pulsar_spark.errors.TubeMQRemoteCallError` (retriable
+for a standby master or a server that is starting, stopping or full). A call the server
+handled but refused answers normally, with ``errCode`` other than 200 in the reply:
+:func:`raise_for_error_code` turns that into the :class:`~pulsar_spark.errors.TubeMQServerError`
+subclass for the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from pulsar_spark.errors import (
+    RemoteProtocolError,
+    tubemq_error_for,
+    tubemq_remote_exception_for,
+)
+from pulsar_spark.protocol.batch_walk import read_varint
+from pulsar_spark.protocol.encode import encode_varint
+from pulsar_spark.protocol.tubemq._generated import (
+    tubemq_broker_pb2 as broker_pb,
+)
+from pulsar_spark.protocol.tubemq._generated import (
+    tubemq_master_pb2 as master_pb,
+)
+from pulsar_spark.protocol.tubemq._generated import (
+    tubemq_rpc_pb2 as rpc_pb,
+)
+from pulsar_spark.protocol.tubemq.framing import Frame, encode_frame
+
+M = TypeVar("M", bound=Message)
+
+# RpcProtocol.RPC_PROTOCOL_VERSION of the org.apache.inlong servers.
+PROTOCOL_VERSION = 3
+FLAG_REQUEST = 0
+FLAG_RESPONSE = 1
+SUCCESS = 200
+# What the Java client waits for a reply, and sends as the request's timeout.
+DEFAULT_TIMEOUT_MS = 10_000
+
+
+class Service(IntEnum):
+    """The server-side service a request is for (``RequestHeader.serviceType``)."""
+
+    MASTER = 1
+    BROKER_READ = 2
+    BROKER_WRITE = 3
+
+
+class Method(IntEnum):
+    """Method ids (``RequestBody.method``) of the calls this client makes."""
+
+    PRODUCER_REGISTER = 1
+    PRODUCER_HEARTBEAT = 2
+    PRODUCER_CLOSE = 3
+    CONSUMER_REGISTER = 4
+    CONSUMER_HEARTBEAT = 5
+    CONSUMER_CLOSE = 6
+    SEND_MESSAGE = 13
+    BROKER_CONSUMER_REGISTER = 15
+    BROKER_CONSUMER_HEARTBEAT = 16
+    GET_MESSAGE = 17
+    COMMIT_OFFSET = 18
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call: its ids and the messages it sends and receives."""
+
+    method: Method
+    service: Service
+    request_type: type[Message]
+    response_type: type[Message]
+
+
+CALLS: dict[Method, Call] = {
+    call.method: call
+    for call in (
+        Call(
+            Method.PRODUCER_REGISTER,
+            Service.MASTER,
+            master_pb.RegisterRequestP2M,
+            master_pb.RegisterResponseM2P,
+        ),
+        Call(
+            Method.PRODUCER_HEARTBEAT,
+            Service.MASTER,
+            master_pb.HeartRequestP2M,
+            master_pb.HeartResponseM2P,
+        ),
+        Call(
+            Method.PRODUCER_CLOSE,
+            Service.MASTER,
+            master_pb.CloseRequestP2M,
+            master_pb.CloseResponseM2P,
+        ),
+        Call(
+            Method.CONSUMER_REGISTER,
+            Service.MASTER,
+            master_pb.RegisterRequestC2M,
+            master_pb.RegisterResponseM2C,
+        ),
+        Call(
+            Method.CONSUMER_HEARTBEAT,
+            Service.MASTER,
+            master_pb.HeartRequestC2M,
+            master_pb.HeartResponseM2C,
+        ),
+        Call(
+            Method.CONSUMER_CLOSE,
+            Service.MASTER,
+            master_pb.CloseRequestC2M,
+            master_pb.CloseResponseM2C,
+        ),
+        Call(
+            Method.SEND_MESSAGE,
+            Service.BROKER_WRITE,
+            broker_pb.SendMessageRequestP2B,
+            broker_pb.SendMessageResponseB2P,
+        ),
+        Call(
+            Method.BROKER_CONSUMER_REGISTER,
+            Service.BROKER_READ,
+            broker_pb.RegisterRequestC2B,
+            broker_pb.RegisterResponseB2C,
+        ),
+        Call(
+            Method.BROKER_CONSUMER_HEARTBEAT,
+            Service.BROKER_READ,
+            broker_pb.HeartBeatRequestC2B,
+            broker_pb.HeartBeatResponseB2C,
+        ),
+        Call(
+            Method.GET_MESSAGE,
+            Service.BROKER_READ,
+            broker_pb.GetMessageRequestC2B,
+            broker_pb.GetMessageResponseB2C,
+        ),
+        Call(
+            Method.COMMIT_OFFSET,
+            Service.BROKER_READ,
+            broker_pb.CommitOffsetRequestC2B,
+            broker_pb.CommitOffsetResponseB2C,
+        ),
+    )
+}
+_BY_REQUEST_TYPE = {call.request_type: call for call in CALLS.values()}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded request frame (what a server, or a test standing in for one, reads)."""
+
+    serial_no: int
+    call: Call
+    timeout_ms: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A decoded successful response: the serial number it answers and the reply message."""
+
+    serial_no: int
+    call: Call
+    message: Message
+
+
+class Replied(Protocol):
+    """What every TubeMQ reply message has."""
+
+    errCode: int  # noqa: N815 (the wire's name)
+    errMsg: str  # noqa: N815
+
+
+def call_for(request: Message) -> Call:
+    """The call a request message belongs to (ValueError for a message no call sends)."""
+    try:
+        return _BY_REQUEST_TYPE[type(request)]
+    except KeyError:
+        raise ValueError(f"{type(request).__name__} is not a request this client sends") from None
+
+
+def encode_request(
+    serial_no: int, request: Message, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+) -> bytes:
+    """The frame that carries ``request`` under ``serial_no``."""
+    call = call_for(request)
+    body = rpc_pb.RequestBody(
+        method=call.method, timeout=timeout_ms, request=request.SerializeToString()
+    )
+    return encode_frame(
+        serial_no,
+        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST))
+        + _delimited(rpc_pb.RequestHeader(serviceType=call.service, protocolVer=PROTOCOL_VERSION))
+        + _delimited(body),
+    )
+
+
+def encode_response(serial_no: int, call: Call, reply: Message) -> bytes:
+    """The frame a server sends for a successful ``call`` (used by tests and fakes)."""
+    header = rpc_pb.ResponseHeader(
+        status=rpc_pb.ResponseHeader.SUCCESS, protocolVer=PROTOCOL_VERSION
+    )
+    body = rpc_pb.RspResponseBody(method=call.method, data=reply.SerializeToString())
+    return encode_frame(
+        serial_no,
+        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE))
+        + _delimited(header)
+        + _delimited(body),
+    )
+
+
+def encode_exception(serial_no: int, exception_name: str, message: str) -> bytes:
+    """The frame a server sends when a call threw (used by tests and fakes)."""
+    header = rpc_pb.ResponseHeader(status=rpc_pb.ResponseHeader.ERROR, protocolVer=PROTOCOL_VERSION)
+    body = rpc_pb.RspExceptionBody(exceptionName=exception_name, stackTrace=message)
+    return encode_frame(
+        serial_no,
+        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE))
+        + _delimited(header)
+        + _delimited(body),
+    )
+
+
+def decode_request(frame: Frame) -> Request:
+    """Read a request frame; RemoteProtocolError when it is not one this table knows."""
+    reader = _DelimitedReader(frame.data, frame.serial_no)
+    reader.read(rpc_pb.RpcConnHeader)
+    header = reader.read(rpc_pb.RequestHeader)
+    body = reader.read(rpc_pb.RequestBody)
+    call = _call_for_method(body.method, frame.serial_no)
+    if header.serviceType != call.service:
+        raise RemoteProtocolError(
+            f"frame {frame.serial_no}: method {body.method} sent to service {header.serviceType}"
+        )
+    return Request(frame.serial_no, call, body.timeout, _parse(call.request_type, body.request))
+
+
+def decode_response(frame: Frame) -> Response:
+    """Read a response frame.
+
+    Raises :class:`~pulsar_spark.errors.TubeMQRemoteCallError` when the server answered with
+    an exception, and RemoteProtocolError when the frame is not a valid response. The reply's
+    ``errCode`` is not looked at: see :func:`raise_for_error_code`.
+    """
+    reader = _DelimitedReader(frame.data, frame.serial_no)
+    reader.read(rpc_pb.RpcConnHeader)
+    header = reader.read(rpc_pb.ResponseHeader)
+    if header.status != rpc_pb.ResponseHeader.SUCCESS:
+        failure = reader.read(rpc_pb.RspExceptionBody)
+        raise tubemq_remote_exception_for(failure.exceptionName, failure.stackTrace)
+    body = reader.read(rpc_pb.RspResponseBody)
+    call = _call_for_method(body.method, frame.serial_no)
+    return Response(frame.serial_no, call, _parse(call.response_type, body.data))
+
+
+def raise_for_error_code(reply: Replied) -> None:
+    """Raise the TubeMQServerError for the reply's errCode, unless it is 200 (success)."""
+    if reply.errCode != SUCCESS:
+        raise tubemq_error_for(reply.errCode, reply.errMsg)
+
+
+def _delimited(message: Message) -> bytes:
+    data = message.SerializeToString()
+    return encode_varint(len(data)) + data
+
+
+def _call_for_method(method: int, serial_no: int) -> Call:
+    try:
+        return CALLS[Method(method)]
+    except ValueError:
+        raise RemoteProtocolError(f"frame {serial_no}: unknown method id {method}") from None
+
+
+def _parse(message_type: type[M], data: bytes) -> M:
+    message = message_type()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise RemoteProtocolError(
+            f"{message_type.__name__} of {len(data)} bytes does not parse"
+        ) from exc
+    # The runtime accepts a message without its required fields; the Java peers never send one.
+    if not message.IsInitialized():
+        missing = [
+            field.name
+            for field in message.DESCRIPTOR.fields
+            if field.is_required and not message.HasField(field.name)
+        ]
+        where = ", ".join(missing) or "fields of a nested message"
+        raise RemoteProtocolError(f"{message_type.__name__} lacks required {where}")
+    return message
+
+
+class _DelimitedReader:
+    """Reads consecutive delimited messages from the joined chunks of one frame."""
+
+    def __init__(self, data: bytes, serial_no: int) -> None:
+        self._data = data
+        self._pos = 0
+        self._serial_no = serial_no
+
+    def read(self, message_type: type[M]) -> M:
+        try:
+            size, start = read_varint(self._data, self._pos)
+        except IndexError:
+            raise RemoteProtocolError(
+                f"frame {self._serial_no} ends where {message_type.__name__} should start"
+            ) from None
+        end = start + size
+        if end > len(self._data):
+            raise RemoteProtocolError(
+                f"frame {self._serial_no}: {message_type.__name__} of {size} bytes runs past "
+                f"the frame's {len(self._data) - start} remaining bytes"
+            )
+        self._pos = end
+        return _parse(message_type, self._data[start:end])

@@ -1,0 +1,110 @@
+"""A real single-node TubeMQ 2.4.0 cluster for the tests, and the official Java client beside it.
+
+The cluster (ZooKeeper, master, broker 1) is the build in ``$TUBEMQ_HOME`` (default
+``/work/shared/tubemq``): its ``start.sh``, ``topic.sh`` and ``stop.sh``, run on five free
+loopback ports with a run directory of their own, so the cluster never meets another one on
+the machine. ``stop.sh --clean`` stops exactly the processes ``start.sh`` recorded.
+
+A new topic takes 70 to 110 s to reach the broker (it arrives on a broker heartbeat); create
+topics once per session. :class:`JavaProbe` compiles and runs
+``tests/support/tubemq_java/TubeMQProbe.java`` against the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+TUBEMQ_HOME = Path(os.environ.get("TUBEMQ_HOME", "/work/shared/tubemq"))
+PROBE_SOURCE = Path(__file__).parent / "tubemq_java" / "TubeMQProbe.java"
+HOST = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that were free a moment ago."""
+    sockets = [socket.create_server((HOST, 0)) for _ in range(count)]
+    try:
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass(frozen=True)
+class TubeMQCluster:
+    run_dir: Path
+    zk_port: int
+    master_port: int
+    master_web_port: int
+    broker_port: int
+    broker_web_port: int
+
+    @classmethod
+    def start(cls, run_dir: Path) -> TubeMQCluster:
+        if not (TUBEMQ_HOME / "start.sh").exists():
+            raise RuntimeError(f"no TubeMQ build in {TUBEMQ_HOME}: set TUBEMQ_HOME")
+        cluster = cls(run_dir, *free_ports(5))
+        cluster._script("start.sh", timeout=240)
+        return cluster
+
+    @property
+    def master(self) -> str:
+        return f"{HOST}:{self.master_port}"
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Deploy ``name`` on broker 1 and wait until the broker has loaded it."""
+        self._script("topic.sh", "add", name, str(partitions), timeout=300)
+
+    def stop(self) -> None:
+        self._script("stop.sh", "--clean", timeout=120)
+
+    def _script(self, name: str, *args: str, timeout: float) -> None:
+        env = {
+            **os.environ,
+            "TUBEMQ_RUN_DIR": str(self.run_dir),
+            "ZK_PORT": str(self.zk_port),
+            "MASTER_PORT": str(self.master_port),
+            "MASTER_WEB_PORT": str(self.master_web_port),
+            "BROKER_PORT": str(self.broker_port),
+            "BROKER_WEB_PORT": str(self.broker_web_port),
+        }
+        _run([str(TUBEMQ_HOME / name), *args], timeout=timeout, env=env)
+
+
+class JavaProbe:
+    """The official Java client, through TubeMQProbe (see its header for the commands)."""
+
+    def __init__(self, build_dir: Path) -> None:
+        lib = TUBEMQ_HOME / "lib"
+        jars = [lib / "tubemq-client.jar", lib / "tubemq-core.jar"]
+        jars += [Path(p) for p in (lib / "debian-classpath.txt").read_text().split()]
+        self._classes = build_dir
+        self._classpath = os.pathsep.join(str(p) for p in [build_dir, *jars])
+        subprocess.run(
+            ["javac", "-nowarn", "-cp", self._classpath, "-d", str(build_dir), str(PROBE_SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+
+    def run(self, *args: str, timeout: float = 150) -> list[str]:
+        """Run the probe; its output lines (raises when it exits non-zero)."""
+        quiet = "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"
+        command = ["java", "-Xmx256m", quiet, "-cp", self._classpath, "TubeMQProbe", *args]
+        return _run(command, timeout=timeout).splitlines()
+
+
+def _run(command: list[str], *, timeout: float, env: dict[str, str] | None = None) -> str:
+    """Run ``command``; its standard output, or RuntimeError with both outputs' ends."""
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command[-6:])} failed ({result.returncode}):\n"
+            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
+    return result.stdout

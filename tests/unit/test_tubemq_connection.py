@@ -1,0 +1,211 @@
+"""TubeMQConnection against loopback servers scripted by the tests: replies are matched by
+serial number, and every failure ends the call within its timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from support.fake_broker import closed_port
+
+from pulsar_spark import errors
+from pulsar_spark.client.tubemq.connection import TubeMQConnection
+from pulsar_spark.protocol.tubemq import rpc
+from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.protocol.tubemq.framing import FrameDecoder
+
+# What the handler does with each request: the bytes to send back, or None to close.
+Handler = Callable[[rpc.Request], bytes | None]
+
+COMMIT = broker_pb.CommitOffsetRequestC2B(
+    clientId="c", topicName="t", partitionId=1, groupName="g", lastPackConsumed=True
+)
+
+
+def commit_reply(serial_no: int, *, code: int = 200, offset: int = 28) -> bytes:
+    reply = broker_pb.CommitOffsetResponseB2C(
+        success=code == 200, errCode=code, errMsg="OK!" if code == 200 else "no", currOffset=offset
+    )
+    return rpc.encode_response(serial_no, rpc.CALLS[rpc.Method.COMMIT_OFFSET], reply)
+
+
+@contextlib.contextmanager
+def scripted_server(handler: Handler) -> Iterator[tuple[int, list[rpc.Request]]]:
+    """A one-connection server that decodes each request and answers with ``handler``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[rpc.Request] = []
+
+    def serve() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:  # closed before the client connected
+            return
+        decoder = FrameDecoder()
+        with conn:
+            while data := conn.recv(65536):
+                for frame in decoder.feed(data):
+                    request = rpc.decode_request(frame)
+                    seen.append(request)
+                    answer = handler(request)
+                    if answer is None:
+                        return
+                    conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], seen
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+def test_call_returns_the_reply_with_its_serial_number() -> None:
+    with (
+        scripted_server(lambda r: commit_reply(r.serial_no, offset=r.serial_no * 28)) as (
+            port,
+            seen,
+        ),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        first = conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
+        second = conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=2.5)
+    assert (first.currOffset, second.currOffset) == (28, 56)
+    assert [(r.serial_no, r.timeout_ms, r.message) for r in seen] == [
+        (1, 10_000, COMMIT),
+        (2, 2_500, COMMIT),
+    ]
+
+
+def test_replies_to_other_serial_numbers_are_dropped() -> None:
+    def stale_first(request: rpc.Request) -> bytes:
+        return commit_reply(99, offset=1) + commit_reply(request.serial_no, offset=2)
+
+    with scripted_server(stale_first) as (port, _), TubeMQConnection("127.0.0.1", port) as conn:
+        assert conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C).currOffset == 2
+
+
+@contextlib.contextmanager
+def one_shot_server(pieces: Callable[[int], list[bytes]]) -> Iterator[int]:
+    """A server that reads one request and sends ``pieces(serial_no)`` one by one, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            (frame,) = FrameDecoder().feed(conn.recv(65536))
+            for piece in pieces(frame.serial_no):
+                conn.sendall(piece)
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+def test_reply_split_into_single_bytes_is_reassembled() -> None:
+    def single_bytes(serial_no: int) -> list[bytes]:
+        return [bytes([b]) for b in commit_reply(serial_no, offset=84)]
+
+    with one_shot_server(single_bytes) as port, TubeMQConnection("127.0.0.1", port) as conn:
+        assert conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C).currOffset == 84
+
+
+def test_error_code_raises_unless_asked_for_the_reply() -> None:
+    with (
+        scripted_server(lambda r: commit_reply(r.serial_no, code=410)) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        reply = conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, check=False)
+        assert (reply.errCode, reply.errMsg) == (410, "no")
+        with pytest.raises(errors.TubeMQPartitionOccupiedError, match="server error 410"):
+            conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
+        assert not conn.closed  # a refusal is an answer: the connection stays usable
+
+
+def test_exception_reply_raises_and_closes() -> None:
+    name = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
+    with (
+        scripted_server(lambda r: rpc.encode_exception(r.serial_no, name, "standby")) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        with pytest.raises(errors.TubeMQRemoteUnavailableError, match="standby"):
+            conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
+        assert conn.closed
+        with pytest.raises(errors.ConnectionClosedError, match="is closed"):
+            conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
+
+
+def test_silent_server_times_out() -> None:
+    with (
+        scripted_server(lambda r: b"") as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        started = time.monotonic()
+        with pytest.raises(errors.RequestTimeoutError, match="no reply to call 1 from"):
+            conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=0.3)
+        assert 0.3 <= time.monotonic() - started < 2
+        assert conn.closed
+
+
+def test_server_closing_cleanly_fails_the_call() -> None:
+    with (
+        scripted_server(lambda r: None) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(errors.ConnectionClosedError, match="closed the connection"),
+    ):
+        conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=5)
+
+
+def test_server_closing_mid_frame_is_a_truncated_frame() -> None:
+    with (
+        one_shot_server(lambda serial_no: [commit_reply(serial_no)[:20]]) as port,
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(errors.TruncatedFrameError, match=r"\(20 bytes pending\)"),
+    ):
+        conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=5)
+
+
+def test_garbage_from_the_server_is_a_protocol_error() -> None:
+    with (
+        scripted_server(lambda r: b"HTTP/1.1 400 Bad Request\r\n\r\n") as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(errors.BadFrameTokenError, match="0x48545450"),
+    ):
+        conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=5)
+
+
+def test_reply_for_another_method_is_refused() -> None:
+    def wrong(request: rpc.Request) -> bytes:
+        call = rpc.CALLS[rpc.Method.GET_MESSAGE]
+        reply = broker_pb.GetMessageResponseB2C(success=True, errCode=200)
+        return rpc.encode_response(request.serial_no, call, reply)
+
+    with (
+        scripted_server(wrong) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(errors.RemoteProtocolError, match="answered method 18 with method 17"),
+    ):
+        conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=5)
+
+
+def test_wrong_response_type_is_a_caller_error() -> None:
+    with (
+        scripted_server(lambda r: None) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(TypeError, match="CommitOffsetRequestC2B is answered by"),
+    ):
+        conn.call(COMMIT, broker_pb.GetMessageResponseB2C)
+
+
+def test_nothing_listening_is_unreachable() -> None:
+    with pytest.raises(errors.BrokerUnreachableError, match=r"cannot connect to 127\.0\.0\.1:"):
+        TubeMQConnection("127.0.0.1", closed_port(), connect_timeout=2)
