@@ -5,8 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+# The TubeMQ 2.4.0 build the TubeMQ tests run (beside this checkout, in ../shared/tubemq).
+TUBEMQ_HOME ?= $(firstword $(wildcard $(abspath ../shared/tubemq) /work/shared/tubemq) $(abspath ../shared/tubemq))
+export TUBEMQ_HOME
 
-.PHONY: test demo install lint typecheck proto bench clean
+.PHONY: test demo install lint typecheck proto bench clean tubemq
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +22,16 @@ install: $(PY)
 	rm -rf build
 	$(PY) -m pip install --quiet ".[test,dev]"
 
-test: install
+test: install tubemq
 	$(PY) -m pytest
+
+# The TubeMQ cluster runs on Debian's Java libraries: build.sh installs them (and rebuilds the
+# jars) when any jar the cluster's classpath names is missing; otherwise nothing is done.
+tubemq:
+	@test -x "$(TUBEMQ_HOME)/build.sh" || { echo "no TubeMQ build in $(TUBEMQ_HOME): set TUBEMQ_HOME"; exit 1; }
+	@missing=0; for jar in $(TUBEMQ_HOME)/lib/tubemq-server.jar $$(cat $(TUBEMQ_HOME)/lib/debian-classpath.txt 2>/dev/null || echo /nonexistent); do \
+	    [ -f "$$jar" ] || missing=1; done; \
+	 if [ $$missing = 1 ] || ! command -v javac >/dev/null; then "$(TUBEMQ_HOME)/build.sh"; fi
 
 demo: install
 	$(PY) -m pulsar_spark.jobs.demo $(DEMO_ARGS)

@@ -1,9 +1,10 @@
 """A real single-node TubeMQ 2.4.0 cluster for the tests, and the official Java client beside it.
 
 The cluster (ZooKeeper, master, broker 1) is the build in ``$TUBEMQ_HOME`` (default
-``/work/shared/tubemq``): its ``start.sh``, ``topic.sh`` and ``stop.sh``, run on five free
-loopback ports with a run directory of their own, so the cluster never meets another one on
-the machine. ``stop.sh --clean`` stops exactly the processes ``start.sh`` recorded.
+``../shared/tubemq`` beside the checkout; ``make test`` installs what it needs): its
+``start.sh``, ``topic.sh`` and ``stop.sh``, run on five free loopback ports with a run
+directory of their own, so the cluster never meets another one on the machine.
+``stop.sh --clean`` stops exactly the processes ``start.sh`` recorded.
 
 A new topic takes 70 to 110 s to reach the broker (it arrives on a broker heartbeat); create
 topics once per session. :class:`JavaProbe` compiles and runs
@@ -18,7 +19,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-TUBEMQ_HOME = Path(os.environ.get("TUBEMQ_HOME", "/work/shared/tubemq"))
+TUBEMQ_HOME = Path(
+    os.environ.get("TUBEMQ_HOME", Path(__file__).resolve().parents[3] / "shared" / "tubemq")
+)
 PROBE_SOURCE = Path(__file__).parent / "tubemq_java" / "TubeMQProbe.java"
 HOST = "127.0.0.1"
 
