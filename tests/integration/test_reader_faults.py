@@ -115,18 +115,21 @@ def test_stalled_dispatch_is_nudged_with_one_permit(
     fake_broker: Callable[[Handler], FakeBroker], pool: ConnectionPool
 ) -> None:
     """A broker that stops dispatching although permits are left (as pulsar-lite sometimes
-    does) gets one more permit after a short silence; here every entry after the first is
-    only sent in answer to such a nudge."""
+    does) gets one more permit after a short silence; here the first entry answers the first
+    Flow (the reader's small opening grant), the grant that opens the window brings nothing,
+    and every later entry is only sent in answer to a nudge."""
     values = [b"first", b"after one nudge", b"after two nudges"]
     flows: list[int] = []
+    sent: list[int] = []
 
     def handler(server: FakeBroker, sock: socket.socket, frame: Frame) -> None:
         if serve_one_consumer(server, sock, frame) or frame.command.type != Type.FLOW:
             return
         flow = frame.command.flow
         flows.append(flow.messagePermits)
-        entry = len(flows) - 1
-        if entry < len(values):
+        if (len(flows) == 1 or flow.messagePermits == 1) and len(sent) < len(values):
+            entry = len(sent)
+            sent.append(entry)
             sock.sendall(message_frame(flow.consumer_id, entry, values[entry], corrupt=False))
 
     server = fake_broker(handler)
@@ -139,6 +142,6 @@ def test_stalled_dispatch_is_nudged_with_one_permit(
     started = time.monotonic()
     got = [row.value for columns in reader for row in columns_rows(columns)]
     assert got == values
-    assert flows == [100, 1, 1]
+    assert flows == [4, 97, 1, 1]  # the opening grant, the rest of the window, two nudges
     assert reader.nudges == 2
     assert time.monotonic() - started < 2.0  # nudged after 20-40 ms of silence, not seconds

@@ -49,6 +49,8 @@ def test_entries_ahead_of_the_reader_stay_within_the_window(
         batching_enabled=True,
         batching_max_messages=50,
         batching_max_publish_delay_ms=5000,
+        max_pending_messages=20_000,
+        block_if_queue_full=True,
     ).rows
     assert len({r.entry for r in sent}) == 300
     watch = QueueWatch()
