@@ -26,11 +26,13 @@ import uuid
 from collections.abc import Iterator
 
 from pulsar_spark.arrow.decode import record_batches
+from pulsar_spark.client.reader import MAX_RUN
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.decode import decode_entry, entry_info
+from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
+from pulsar_spark.protocol.single_runs import SingleRun
 
 MESSAGES = 1000
 SIZE = 100
@@ -88,6 +90,8 @@ def run(frames: bytes, messages: int, *, arrow: bool) -> float:
 
 
 def decoded(frames: bytes) -> Iterator[MessageColumns]:
+    """Every entry's columns, one-message entries decoded together as the reader does."""
+    run = SingleRun()
     for frame in FrameDecoder().feed(frames):
         message_id = frame.command.message.message_id
         section = parse_payload_section(frame.payload or b"")
@@ -96,7 +100,14 @@ def decoded(frames: bytes) -> Iterator[MessageColumns]:
             metadata.compression, section.payload, metadata.uncompressed_size
         )
         info = entry_info(metadata, message_id.ledgerId, message_id.entryId, -1)
-        yield decode_entry(info, metadata, data)
+        if is_batch(metadata):
+            yield decode_entry(info, metadata, data)
+            continue
+        run.add(info, metadata, data)
+        if len(run) >= MAX_RUN:
+            yield run.take()
+    if len(run):
+        yield run.take()
 
 
 def main() -> None:

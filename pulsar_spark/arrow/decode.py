@@ -93,12 +93,12 @@ def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int)
         _constant_string(topic, rows),
         pa.array(np.full(rows, partition, dtype=np.int32)),
         _message_ids(parts, counts),
-        _timestamps(np.repeat([p.entry.publish_time for p in parts], counts), null_zero=False),
+        _timestamps(_entry_column(parts, counts, "publish_time"), null_zero=False),
         _timestamps(np.concatenate([p.event_time for p in parts]), null_zero=True),
         _properties(payloads, parts, rows),
-        _repeated_strings([p.entry.producer_name for p in parts], counts),
+        _entry_texts(parts, counts, "producer_name"),
         pa.array(np.concatenate([p.sequence_id for p in parts])),
-        _repeated_strings([p.entry.replicated_from for p in parts], counts),
+        _entry_texts(parts, counts, "replicated_from"),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -223,9 +223,33 @@ def _repeated_strings(texts: Sequence[str | None], counts: npt.NDArray[np.int64]
     return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data), validity)
 
 
+def _entry_column(
+    parts: Sequence[MessageColumns], counts: npt.NDArray[np.int64], name: str
+) -> npt.NDArray[np.int64]:
+    """An entry field (``ledger_id``, ``entry_id``, ``publish_time``) for every row."""
+    if all(p.rows is None for p in parts):
+        return np.repeat([getattr(p.entry, name) for p in parts], counts).astype(np.int64)
+    return np.concatenate([p.entry_column(name) for p in parts])
+
+
+def _entry_texts(
+    parts: Sequence[MessageColumns], counts: npt.NDArray[np.int64], name: str
+) -> pa.Array:
+    """An entry's text (``producer_name``, ``replicated_from``) for every row."""
+    if all(p.rows is None for p in parts):
+        return _repeated_strings([getattr(p.entry, name) for p in parts], counts)
+    texts: list[str | None] = []
+    repeats = []
+    for part in parts:
+        part_texts, part_repeats = part.entry_texts(name)
+        texts += part_texts
+        repeats.append(part_repeats)
+    return _repeated_strings(texts, np.concatenate(repeats))
+
+
 def _message_ids(parts: Sequence[MessageColumns], counts: npt.NDArray[np.int64]) -> pa.Array:
-    ledgers = np.repeat([p.entry.ledger_id for p in parts], counts).astype(np.int64)
-    entries = np.repeat([p.entry.entry_id for p in parts], counts).astype(np.int64)
+    ledgers = _entry_column(parts, counts, "ledger_id")
+    entries = _entry_column(parts, counts, "entry_id")
     batch = np.concatenate([p.batch_index for p in parts]).astype(np.int32, copy=False)
     return pa.StructArray.from_arrays(
         [pa.array(ledgers), pa.array(entries), pa.array(batch)],

@@ -58,6 +58,7 @@ from pulsar_spark.client.retry import Retrier
 from pulsar_spark.errors import (
     PollTimeoutError,
     PulsarConnectionError,
+    PulsarSparkError,
     RequestTimeoutError,
     ServerError,
 )
@@ -65,8 +66,9 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
 from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
-from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
+from pulsar_spark.protocol.single_runs import SingleRun
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +138,30 @@ class RangeReader:
         self.reconnects = 0
 
     def __iter__(self) -> Iterator[MessageColumns]:
+        run = SingleRun()
+        try:
+            yield from self._columns(run)
+        except PulsarSparkError:
+            if len(run):
+                yield run.take()  # what was read before the failure comes first
+            raise
+        if len(run):
+            yield run.take()
+
+    def _columns(self, run: SingleRun) -> Iterator[MessageColumns]:
         assembler = ChunkAssembler()
         end = self.range.end.entry
         for raw in self.entries(pending_chunks=lambda: assembler.pending > 0):
             past_end = raw.entry > end
+            if not past_end and _plain_single(raw):
+                # one message, not chunked: decoded together with its neighbours
+                if _single_in_range(raw.entry, self.range):
+                    run.add(*_decompressed(raw, raw.section.payload))
+                    if len(run) >= MAX_RUN or run.size >= MAX_RUN_BYTES:
+                        yield run.take()
+                continue
+            if len(run):
+                yield run.take()
             if past_end and not _continues_chunk(raw):
                 continue
             if _chunk_before_start(raw, self.range):
@@ -250,12 +272,40 @@ class RangeReader:
             if assembled is None:
                 return None
             payload = assembled.payload
-        message_id = raw.message.message_id
-        info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
-        data = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
-        columns = decode_entry(info, metadata, data)
+        columns = decode_entry(*_decompressed(raw, payload))
         ack_set = raw.message.ack_set
         return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
+
+
+MAX_RUN = 8192
+"""One-message entries decoded together at most (see :mod:`pulsar_spark.protocol.single_runs`)."""
+MAX_RUN_BYTES = 8 * 1024 * 1024
+"""Value bytes of one-message entries decoded together at most."""
+
+
+def _plain_single(raw: RawEntry) -> bool:
+    """An entry of one message that is not a chunk, a marker or partly acknowledged."""
+    metadata = raw.section.metadata
+    return not (
+        is_batch(metadata)
+        or is_chunk(metadata)
+        or metadata.HasField("marker_type")
+        or raw.message.ack_set
+    )
+
+
+def _single_in_range(entry: tuple[int, int], read_range: ReadRange) -> bool:
+    first = (-1, -1, -1) if read_range.start.is_earliest else _first_key(read_range)
+    return first <= (*entry, -1) <= _last_key(read_range)
+
+
+def _decompressed(raw: RawEntry, payload: bytes) -> tuple[EntryInfo, pb.MessageMetadata, bytes]:
+    """The entry's fields, metadata and ``payload`` (its own or a reassembled one) decompressed."""
+    metadata = raw.section.metadata
+    message_id = raw.message.message_id
+    info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
+    data = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
+    return info, metadata, data
 
 
 class _Progress:

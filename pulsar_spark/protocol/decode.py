@@ -34,6 +34,7 @@ from pulsar_spark.protocol.batch_fields import message_key, to_columns
 from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.single_runs import single
 
 _U32 = struct.Struct(">I")
 _SEQUENCE_ID_TAG = 0x40  # SingleMessageMetadata field 8, varint
@@ -62,7 +63,7 @@ def is_batch(metadata: pb.MessageMetadata) -> bool:
 def decode_entry(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
     """Decode one entry whose payload is already decompressed (and reassembled, if chunked)."""
     if not is_batch(metadata):
-        return _single(info, metadata, payload)
+        return single(info, metadata, payload)
     count = metadata.num_messages_in_batch
     if count <= 0:
         raise CorruptPayloadError(f"batch announces {count} messages")
@@ -87,39 +88,6 @@ def _repeated(count: int, key: bytes | None) -> Spans | None:
     if key is None:
         return None
     return Spans(key, np.zeros(count, dtype=np.int64), np.full(count, len(key), dtype=np.int64))
-
-
-def _single(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
-    null_value = metadata.null_value
-    key = message_key(
-        metadata.partition_key,
-        metadata.HasField("partition_key"),
-        metadata.partition_key_b64_encoded,
-        metadata.null_partition_key,
-    )
-    return MessageColumns(
-        entry=info,
-        count=1,
-        batch_index=_NOT_BATCHED,
-        values=_NULL if null_value else Spans(payload, _AT_START, np.array([len(payload)])),
-        key=None if key is None else Spans(key, _AT_START, np.array([len(key)])),
-        properties=_properties(metadata.properties),
-        event_time=np.array([metadata.event_time], dtype=np.int64),
-        sequence_id=np.array([metadata.sequence_id], dtype=np.uint64).view(np.int64),
-    )
-
-
-def _constant(values: list[int] | list[bool], dtype: type) -> np.ndarray:
-    """A one-message column shared by every entry that has it (never written to)."""
-    array: np.ndarray = np.array(values, dtype=dtype)
-    array.flags.writeable = False
-    return array
-
-
-# What one-message entries share, so that reading one costs as few arrays as possible.
-_NOT_BATCHED = _constant([-1], np.int32)
-_AT_START = _constant([0], np.int64)
-_NULL = Spans(b"", _AT_START, _AT_START, _constant([False], np.bool_))
 
 
 # --- the uniform fast path -----------------------------------------------------------------

@@ -35,6 +35,27 @@ class EntryInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class EntryRows:
+    """The entry fields of a run of one-message entries, one row per entry (see
+    :mod:`pulsar_spark.protocol.single_runs`)."""
+
+    ledger_id: Int64Array
+    entry_id: Int64Array
+    publish_time: Int64Array
+    producer_name: tuple[str, ...]
+    replicated_from: tuple[str | None, ...]
+
+    def take(self, rows: IndexArray) -> EntryRows:
+        return EntryRows(
+            self.ledger_id[rows],
+            self.entry_id[rows],
+            self.publish_time[rows],
+            tuple(self.producer_name[i] for i in rows),
+            tuple(self.replicated_from[i] for i in rows),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Spans:
     """Byte strings that are slices of one buffer: string i is
     ``buffer[starts[i] : starts[i] + lengths[i]]``.
@@ -136,6 +157,10 @@ class MessageColumns:
     ``batch_index`` is -1 for a message that was not batched. ``event_time`` is 0 where the
     producer set none. ``values.valid`` marks null values. ``key`` and ``properties`` are None
     when no message of the entry has one.
+
+    Consecutive entries of one message each may share one ``MessageColumns`` (a run): then
+    ``rows`` holds each row's entry fields and ``entry`` is the first entry's. Readers of
+    per-row entry fields go through :meth:`entry_column` and :meth:`entry_texts`.
     """
 
     entry: EntryInfo
@@ -146,6 +171,20 @@ class MessageColumns:
     properties: PropertyColumns | None
     event_time: Int64Array
     sequence_id: Int64Array
+    rows: EntryRows | None = None
+
+    def entry_column(self, name: str) -> Int64Array:
+        """``ledger_id``, ``entry_id`` or ``publish_time`` of every row."""
+        if self.rows is not None:
+            column: Int64Array = getattr(self.rows, name)
+            return column
+        return np.full(self.count, getattr(self.entry, name), dtype=np.int64)
+
+    def entry_texts(self, name: str) -> tuple[Sequence[str | None], Int64Array]:
+        """``producer_name`` or ``replicated_from``: the texts and how many rows each covers."""
+        if self.rows is not None:
+            return getattr(self.rows, name), np.ones(self.count, dtype=np.int64)
+        return (getattr(self.entry, name),), np.array([self.count], dtype=np.int64)
 
     def slice(self, start: int, stop: int) -> MessageColumns:
         """Rows ``start`` to ``stop`` (exclusive)."""
@@ -160,6 +199,7 @@ class MessageColumns:
             properties=None if self.properties is None else self.properties.slice(start, stop),
             event_time=self.event_time[start:stop],
             sequence_id=self.sequence_id[start:stop],
+            rows=None if self.rows is None else self.rows.take(np.arange(start, stop)),
         )
 
     def take(self, rows: IndexArray) -> MessageColumns:
@@ -173,4 +213,5 @@ class MessageColumns:
             properties=None if self.properties is None else self.properties.take(rows),
             event_time=self.event_time[rows],
             sequence_id=self.sequence_id[rows],
+            rows=None if self.rows is None else self.rows.take(rows),
         )

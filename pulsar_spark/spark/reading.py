@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import record_batches
@@ -45,8 +46,15 @@ def read_partition(
 def _published_between(
     entries: Iterable[MessageColumns], low: int | None, high: int | None
 ) -> Iterator[MessageColumns]:
-    """Entries whose publish time is in [low, high); publish time is per entry."""
+    """The rows whose entry's publish time is in [low, high)."""
     for columns in entries:
-        published = columns.entry.publish_time
-        if (low is None or published >= low) and (high is None or published < high):
+        published = columns.entry_column("publish_time")
+        keep = np.ones(columns.count, dtype=np.bool_)
+        if low is not None:
+            keep &= published >= low
+        if high is not None:
+            keep &= published < high
+        if keep.all():
             yield columns
+        elif keep.any():
+            yield columns.take(np.flatnonzero(keep))

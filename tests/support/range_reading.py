@@ -141,13 +141,17 @@ def columns_rows(columns: MessageColumns) -> list[Row]:
     out = []
     values = strings(columns.values)
     keys = [None] * columns.count if columns.key is None else strings(columns.key)
+    ledgers = columns.entry_column("ledger_id")
+    entries = columns.entry_column("entry_id")
+    names, repeats = columns.entry_texts("producer_name")
+    producers = [name for name, n in zip(names, repeats, strict=True) for _ in range(n)]
     for i in range(columns.count):
         props = () if columns.properties is None else properties_row(columns.properties, i)
         assert len(dict(props)) == len(props)
         out.append(
             Row(
-                ledger=columns.entry.ledger_id,
-                entry=columns.entry.entry_id,
+                ledger=int(ledgers[i]),
+                entry=int(entries[i]),
                 batch_index=int(columns.batch_index[i]),
                 partition=columns.entry.partition,
                 value=values[i],
@@ -155,7 +159,7 @@ def columns_rows(columns: MessageColumns) -> list[Row]:
                 properties=dict(props),
                 event_time=int(columns.event_time[i]),
                 sequence_id=int(columns.sequence_id[i]),
-                producer_name=columns.entry.producer_name,
+                producer_name=str(producers[i]),
             )
         )
     return out
@@ -200,7 +204,7 @@ def read(
     for columns in reader:
         rows.extend(columns_rows(columns))
         if publish_times is not None:
-            publish_times.extend([columns.entry.publish_time] * columns.count)
+            publish_times.extend(int(t) for t in columns.entry_column("publish_time"))
     return rows
 
 

@@ -23,7 +23,9 @@ from pyspark.sql.types import (
 
 from pulsar_spark.arrow.decode import RecordBatchBuilder, record_batches, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.single_runs import SingleRun
 
 # The documented schema, written out by hand: parsing SCHEMA_DDL with Spark needs a running
 # session, and a hand-written copy also catches an accidental change to the DDL.
@@ -317,6 +319,34 @@ def test_entries_without_keys_or_properties_next_to_entries_with_them() -> None:
     assert [r["value"] for r in rows] == [b"a1", b"a2", b"b", b"c"]
     assert [r["key"] for r in rows] == [None, None, b"kb", None]
     assert [r["properties"] for r in rows] == [[], [], [("p", "q")], []]
+
+
+def test_a_run_of_one_message_entries_keeps_each_rows_entry_fields() -> None:
+    run = SingleRun()
+    run.add(
+        info(5, producer="producer-b", publish_time=1_700_000_000_005),
+        pb.MessageMetadata(sequence_id=50, partition_key="k5"),
+        b"five",
+    )
+    run.add(
+        info(6, ledger_id=8, publish_time=1_700_000_000_006, replicated_from="east"),
+        pb.MessageMetadata(sequence_id=60),
+        b"six",
+    )
+    parts = [columns(info(4), [b"a", b"b"]), run.take(), columns(info(7), [b"c"])]
+    got = check(to_record_batch(parts, TOPIC, 2))
+    assert [
+        (r["messageId"], r["publishTime"], r["producerName"], r["replicatedFrom"]) for r in got
+    ] == [
+        (mid(7, 4, 0), ts(1_700_000_000_001), "producer-a", None),
+        (mid(7, 4, 1), ts(1_700_000_000_001), "producer-a", None),
+        (mid(7, 5, -1), ts(1_700_000_000_005), "producer-b", None),
+        (mid(8, 6, -1), ts(1_700_000_000_006), "producer-a", "east"),
+        (mid(7, 7, 0), ts(1_700_000_000_001), "producer-a", None),
+    ]
+    assert [r["value"] for r in got] == [b"a", b"b", b"five", b"six", b"c"]
+    assert [r["key"] for r in got] == [None, None, b"k5", None, None]
+    assert [r["sequenceId"] for r in got] == [0, 1, 50, 60, 0]
 
 
 def test_null_values_mixed_with_entries_without_nulls() -> None:
