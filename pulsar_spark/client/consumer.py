@@ -11,7 +11,7 @@ import collections
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.lookup import Lookup
@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 SUBSCRIPTION_PREFIX = "pulsar-spark-reader-"
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One MESSAGE frame as received: its command and raw payload section."""
+class Delivery(NamedTuple):
+    """One MESSAGE frame as received: its command and raw payload section (a tuple: one is
+    made for every entry)."""
 
     message: pb.CommandMessage
     payload: memoryview | None

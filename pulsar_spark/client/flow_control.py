@@ -49,6 +49,7 @@ class FlowControl:
     messages: int = 0  # messages in the entries taken so far
     entries: int = 0  # entries taken so far
     size: int = 0  # payload bytes of the entries taken so far
+    _last_target: int = 0  # the window as last computed (0: not yet)
 
     def first_grant(self) -> int:
         """Permits for the Flow sent right after subscribing."""
@@ -67,8 +68,11 @@ class FlowControl:
         self.size += size
         if queued_bytes > self.max_bytes:
             return 0
-        target = self._target()
-        missing = target - (self.granted - self._spent())
+        outstanding = self.granted - self._spent()
+        if self._last_target and outstanding * 2 > self._last_target:
+            return 0  # more than half the window still on its way: nothing to compute
+        target = self._last_target = self._target()
+        missing = target - outstanding
         if missing * 2 < target:
             return 0
         return self.grant(missing)

@@ -48,6 +48,7 @@ import logging
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,16 +85,20 @@ class ReadRange:
     end_inclusive: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class RawEntry:
-    """One entry as delivered: its MESSAGE command and parsed (still compressed) payload."""
+class RawEntry(NamedTuple):
+    """One entry as delivered: its MESSAGE command and parsed (still compressed) payload.
+
+    ``entry`` is the (ledger id, entry id) of the command's message id, read once: the reader
+    compares it several times per entry. A tuple, because one is made for every entry."""
 
     message: pb.CommandMessage
     section: PayloadSection
+    entry: tuple[int, int]
 
-    @property
-    def entry(self) -> tuple[int, int]:
-        return (self.message.message_id.ledgerId, self.message.message_id.entryId)
+    @classmethod
+    def of(cls, message: pb.CommandMessage, section: PayloadSection) -> RawEntry:
+        message_id = message.message_id
+        return cls(message, section, (message_id.ledgerId, message_id.entryId))
 
     @property
     def message_count(self) -> int:
@@ -233,7 +238,7 @@ class RangeReader:
             idle_since = time.monotonic()
             wait = self.settings.nudge_interval
             payload = delivery.payload or b""
-            raw = RawEntry(delivery.message, parse_payload_section(payload))
+            raw = RawEntry.of(delivery.message, parse_payload_section(payload))
             permits = flow.on_entry(raw.message_count, len(payload), consumer.queued_bytes)
             if permits:
                 consumer.flow(permits)

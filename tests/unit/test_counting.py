@@ -51,7 +51,7 @@ def entry(
         consumer_id=1,
         message_id=pb.MessageIdData(ledgerId=ledger, entryId=entry_id, partition=partition),
     )
-    return RawEntry(message, PayloadSection(metadata, b""))
+    return RawEntry.of(message, PayloadSection(metadata, b""))
 
 
 def ids_of(entries: Iterable[RawEntry]) -> list[MessageId]:
