@@ -1,0 +1,258 @@
+"""``subscriptionName``: a streaming query keeps a durable subscription that each commit moves,
+and the checkpoint, not the subscription, still says what each micro-batch reads.
+
+What the subscription holds is checked the way a user would: the official client attaches its
+own consumer to the same subscription and lists what the broker delivers to it (without
+acknowledging anything), which starts right after the last committed message.
+
+pulsar-lite takes a batch-index ack as an ack of the whole entry, so on it an end inside a
+batched entry moves the subscription only through the entry before; what it then holds starts
+at that entry's first message. It also moves a subscription *back* when acknowledged through
+an earlier position (Apache Pulsar ignores such an ack), which is how a subscription "behind"
+the checkpoint is made here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pulsar
+import pytest
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+from support.streaming import (
+    Batches,
+    Message,
+    Streams,
+    available_now,
+    by_partition,
+    checkpoint_offsets,
+    drafts,
+    drain,
+)
+from support.topics import full, partition_of
+
+from pulsar_spark.client.durable import acknowledge_through
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.local import LocalBroker
+from pulsar_spark.message_id import MessageId
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SUBSCRIPTION = "spark-etl"
+QUIET_MS = 2000
+"""How long a consumer waits for one more message before taking the list as complete."""
+
+
+def held(
+    client: pulsar.Client,
+    topic: str,
+    subscription: str = SUBSCRIPTION,
+    *,
+    kind: pulsar.ConsumerType = pulsar.ConsumerType.Exclusive,
+    first_only: bool = False,
+) -> list[bytes]:
+    """The values the broker delivers to a consumer of ``subscription`` on ``topic`` (one
+    partition or a non-partitioned topic), in order; nothing is acknowledged."""
+    consumer = client.subscribe(
+        full(topic),
+        subscription,
+        consumer_type=kind,
+        initial_position=pulsar.InitialPosition.Latest,
+    )
+    values: list[bytes] = []
+    try:
+        while True:
+            try:
+                values.append(consumer.receive(QUIET_MS).data())
+            except pulsar.Timeout:
+                return values
+            if first_only:
+                return values
+    finally:
+        consumer.close()
+
+
+def start_query(streams: Streams, topic: str, batches: Batches, **options: str) -> None:
+    """Run an AvailableNow query on ``topic`` with the subscription, from the checkpoint."""
+    df = streams.stream(topic, startingOffsets="earliest", subscriptionName=SUBSCRIPTION, **options)
+    drain(available_now(df, batches, streams.checkpoint))
+
+
+def values(messages: list[Message]) -> list[bytes]:
+    return [m.value for m in messages]
+
+
+def first_held_after(messages: list[Message], end: dict[str, int]) -> list[bytes]:
+    """What a consumer of a subscription acknowledged through ``end`` gets first on
+    pulsar-lite: the next entry's first message after a whole entry; the entry's own first
+    when ``end`` lies inside it (only the entries before are acknowledged); nothing after the
+    last message."""
+    entry = (end["ledgerId"], end["entryId"])
+    if end["batchIndex"] < 0:
+        rest = [m for m in messages if (m.ledger, m.entry) > entry]
+    else:
+        rest = [m for m in messages if (m.ledger, m.entry) >= entry]
+    return values(rest[:1])
+
+
+def test_each_commit_moves_the_subscription_past_the_committed_messages(
+    streams: Streams, topic_name: str
+) -> None:
+    """Ten single messages read four per micro-batch: while micro-batch N runs, the previous
+    one is committed and a Shared consumer of the subscription starts at N's first message
+    (at the very first message for micro-batch 0: the subscription is created at the query's
+    start). Once the query has stopped, the subscription holds nothing; messages published
+    afterwards are held, and a restarted query reads exactly those, once, after which the
+    subscription holds nothing again."""
+    sent = streams.publish(topic_name, drafts(10, "m"))
+    batches = Batches()
+    first_held: dict[int, list[bytes]] = {}
+    batches.hook = lambda batch_id: first_held.setdefault(
+        batch_id,
+        held(streams.client, topic_name, kind=pulsar.ConsumerType.Shared, first_only=True),
+    )
+    start_query(streams, topic_name, batches, maxMessagesPerTrigger="4")
+
+    assert batches.sizes() == [4, 4, 2]
+    assert batches.all() == sent
+    assert first_held == {0: [sent[0].value], 1: [sent[4].value], 2: [sent[8].value]}
+    assert held(streams.client, topic_name) == []
+
+    later = streams.publish(topic_name, drafts(3, "later", first=10))
+    assert held(streams.client, topic_name) == values(later)
+
+    again = Batches()
+    start_query(streams, topic_name, again, maxMessagesPerTrigger="4")
+    assert again.all() == later
+    assert held(streams.client, topic_name) == []
+
+
+def test_ends_inside_batches_on_partitions(
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Batches of five keyed messages on two partitions, read three messages per micro-batch,
+    so most micro-batches end inside a batched entry. While micro-batch N runs, what the
+    subscription holds on each partition starts at the first message of the entry holding
+    the first message N reads there (pulsar-lite: only whole entries are acknowledged). After
+    the last commit it holds nothing, on both partitions."""
+    topic = pooled_partitioned_topic(2)
+    sent = streams.publish(topic, drafts(40, "b"), batch_size=5)
+    per_partition = by_partition(sent)
+    assert sorted(per_partition) == [0, 1]
+    batches = Batches()
+    seen: dict[int, dict[int, list[bytes]]] = {}
+
+    def look(batch_id: int) -> None:
+        seen[batch_id] = {
+            p: held(
+                streams.client,
+                partition_of(topic, p),
+                kind=pulsar.ConsumerType.Shared,
+                first_only=True,
+            )
+            for p in (0, 1)
+        }
+
+    batches.hook = look
+    start_query(streams, topic, batches, maxMessagesPerTrigger="3")
+
+    assert sorted(batches.all()) == sorted(sent)
+    offsets = {i: json.loads(text) for i, text in checkpoint_offsets(streams.checkpoint).items()}
+    ends_inside = 0
+    for batch_id in sorted(seen):
+        for p in (0, 1):
+            messages = per_partition[p]
+            previous = offsets.get(batch_id - 1, {}).get(partition_of(topic, p))
+            if previous is None:
+                expected = values(messages[:1])
+            else:
+                ends_inside += previous["batchIndex"] >= 0
+                expected = first_held_after(messages, previous)
+            assert seen[batch_id][p] == expected, (batch_id, p, previous)
+    assert ends_inside > 0
+    for p in (0, 1):
+        assert held(streams.client, partition_of(topic, p)) == []
+
+
+@pytest.mark.parametrize("where", ["behind", "ahead"])
+def test_restart_reads_from_the_checkpoint_whatever_the_subscription_says(
+    streams: Streams, topic_name: str, lookup: Lookup, where: str
+) -> None:
+    """A query reads six messages and stops; six more are published; then the subscription is
+    moved by hand, behind the checkpoint (through the third message) or ahead of it (through
+    the tenth). The restarted query reads exactly the six new messages, once, and leaves the
+    subscription through the last of them."""
+    first = streams.publish(topic_name, drafts(6, "first"))
+    start_query(streams, topic_name, Batches())
+    second = streams.publish(topic_name, drafts(6, "second", first=6))
+    everything = first + second
+
+    moved_to = 2 if where == "behind" else 9
+    target = everything[moved_to]
+    acknowledge_through(
+        lookup, full(topic_name), SUBSCRIPTION, MessageId(target.ledger, target.entry), timeout=10
+    )
+    assert held(streams.client, topic_name) == values(everything[moved_to + 1 :])
+
+    batches = Batches()
+    start_query(streams, topic_name, batches)
+    assert batches.all() == second
+    assert held(streams.client, topic_name) == []
+
+
+def test_without_the_option_no_subscription_is_kept(
+    streams: Streams, topic_name: str, broker: LocalBroker
+) -> None:
+    """The same query without ``subscriptionName`` leaves no durable subscription: a consumer
+    subscribing under that name afterwards creates it, at the latest position, and gets
+    nothing of what the query read."""
+    streams.publish(topic_name, drafts(5, "m"))
+    batches = Batches()
+    df = streams.stream(topic_name, startingOffsets="earliest")
+    drain(available_now(df, batches, streams.checkpoint))
+    assert batches.sizes() == [5]
+    assert held(streams.client, topic_name) == []
+    later = streams.publish(topic_name, drafts(2, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+
+
+def test_a_subscription_on_a_batch_read_fails_naming_the_option(
+    spark: SparkSession, broker: LocalBroker
+) -> None:
+    """A batch read keeps no subscription. Spark asks a Python source for its schema without
+    saying whether the read is a batch or a stream, so the error comes at the first action."""
+    df = (
+        spark.read.format("pulsar")
+        .option("service.url", broker.service_url)
+        .option("topic", "t")
+        .option("subscriptionName", SUBSCRIPTION)
+        .load()
+    )
+    with pytest.raises(AnalysisException) as info:
+        df.count()
+    message = str(info.value)
+    assert "ConfigurationError" in message
+    assert (
+        "option 'subscriptionName' applies to streaming reads only: a batch read keeps no "
+        "subscription" in message
+    )
+
+
+def test_both_names_of_the_option_fail_at_load(spark: SparkSession, broker: LocalBroker) -> None:
+    with pytest.raises(AnalysisException) as info:
+        (
+            spark.readStream.format("pulsar")
+            .option("service.url", broker.service_url)
+            .option("topic", "t")
+            .option("subscriptionName", "a")
+            .option("predefinedSubscription", "b")
+            .load()
+        )
+    message = str(info.value)
+    assert "ConfigurationError" in message
+    assert (
+        "options 'subscriptionName' and 'predefinedSubscription' are two names for one "
+        "setting; give only one" in message
+    )
