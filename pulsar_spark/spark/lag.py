@@ -43,12 +43,17 @@ def offset_lag(end: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, i
 def lag(query: Any) -> dict[str, int | None]:
     """Entries each partition was behind after the query's last micro-batch, from
     ``query.lastProgress`` (a :class:`pyspark.sql.streaming.StreamingQuery`); ``{}`` before
-    the first progress. Partitions of every Pulsar source of the query are listed."""
-    progress = query.lastProgress
+    the first progress."""
+    return progress_lag(query.lastProgress)
+
+
+def progress_lag(progress: Mapping[str, Any] | None) -> dict[str, int | None]:
+    """:func:`lag` of one progress report (one of ``query.recentProgress``, say): the
+    partitions of every Pulsar source in it."""
     if not progress:
         return {}
     behind: dict[str, int | None] = {}
-    for source in progress.get("sources", []):
+    for source in progress.get("sources") or []:
         end, latest = _offset(source.get("endOffset")), _offset(source.get("latestOffset"))
         if end is None or latest is None:
             continue
