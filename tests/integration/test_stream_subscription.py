@@ -15,12 +15,16 @@ the checkpoint is made here.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import pulsar
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from support.clients import settings_for
+from support.official import official_client
 from support.streaming import (
     Batches,
     Message,
@@ -30,13 +34,16 @@ from support.streaming import (
     checkpoint_offsets,
     drafts,
     drain,
+    publish,
 )
 from support.topics import full, partition_of
 
 from pulsar_spark.client.durable import acknowledge_through
 from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.subscription import SubscriptionKeeper
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -256,3 +263,47 @@ def test_both_names_of_the_option_fail_at_load(spark: SparkSession, broker: Loca
         "options 'subscriptionName' and 'predefinedSubscription' are two names for one "
         "setting; give only one" in message
     )
+
+
+def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver's acknowledgements against a broker of its own: while the broker is down,
+    acknowledging fails after the retry time limit, which is logged and raised to no one; once
+    the broker is back, the next acknowledgement (through a later position) creates the
+    subscription and covers every message before it."""
+    local = LocalBroker.start(tmp_path / "broker")
+    port, url = local.port, local.service_url
+    topic = full("held-across-outage")
+    client = official_client(url)
+    pool = ConnectionPool()
+    try:
+        sent = publish(client, topic, drafts(6, "m"))
+        keeper = SubscriptionKeeper(
+            SUBSCRIPTION, lambda: Lookup(settings_for(url, timeout=2.0), pool)
+        )
+        local.stop()
+        caplog.set_level(logging.WARNING, logger="pulsar_spark.spark.subscription")
+        keeper.hold({topic: MessageId(sent[2].ledger, sent[2].entry)}, {})
+        assert keeper.acknowledged == {}
+        warnings = [
+            r.getMessage() for r in caplog.records if r.name == "pulsar_spark.spark.subscription"
+        ]
+        assert len(warnings) == 1
+        assert warnings[0].startswith(
+            f"subscription 'spark-etl': could not acknowledge {topic} through "
+            f"{sent[2].ledger}:{sent[2].entry}:-1 ("
+        )
+        assert warnings[0].endswith(
+            "); it holds earlier messages until a later commit succeeds, and the query's "
+            "checkpoint still says what was read"
+        )
+
+        local = LocalBroker.start(tmp_path / "broker", port=port)
+        keeper.hold({topic: MessageId(sent[4].ledger, sent[4].entry)}, {})
+        assert keeper.acknowledged == {topic: MessageId(sent[4].ledger, sent[4].entry)}
+        assert held(client, topic) == [sent[5].value]
+    finally:
+        pool.close()
+        client.close()
+        local.stop()
