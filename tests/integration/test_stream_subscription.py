@@ -209,6 +209,45 @@ def test_restart_reads_from_the_checkpoint_whatever_the_subscription_says(
     assert held(streams.client, topic_name) == []
 
 
+def test_created_at_the_starting_position(streams: Streams, topic_name: str) -> None:
+    """A new query starting at ``latest`` (the default) on a topic holding five messages
+    creates the subscription after them: it holds none of them, and what comes later."""
+    streams.publish(topic_name, drafts(5, "before"))
+    batches = Batches()
+    df = streams.stream(topic_name, subscriptionName=SUBSCRIPTION)
+    drain(available_now(df, batches, streams.checkpoint))
+    assert batches.all() == []
+    assert held(streams.client, topic_name) == []
+    later = streams.publish(topic_name, drafts(2, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+
+
+def test_a_topic_added_on_restart_gets_the_subscription(streams: Streams, topic_name: str) -> None:
+    """A query on one topic is restarted on its checkpoint with a second topic added: the new
+    topic is read from its first message, and gets the subscription, acknowledged through
+    what was read; later messages of both topics are held."""
+    other = topic_name + "-added"
+    streams.publish(topic_name, drafts(3, "a"))
+    start_query(streams, topic_name, Batches())
+    added = streams.publish(other, drafts(4, "b"))
+
+    batches = Batches()
+    df = streams.spark.readStream.format("pulsar").options(
+        **{
+            "service.url": streams.url,
+            "topics": f"{topic_name},{other}",
+            "startingOffsets": "earliest",
+            "subscriptionName": SUBSCRIPTION,
+        }
+    )
+    drain(available_now(df.load(), batches, streams.checkpoint))
+    assert batches.all() == sorted(added)
+    assert held(streams.client, topic_name) == []
+    assert held(streams.client, other) == []
+    later = streams.publish(other, drafts(2, "later", first=4))
+    assert held(streams.client, other) == values(later)
+
+
 def test_without_the_option_no_subscription_is_kept(
     streams: Streams, topic_name: str, broker: LocalBroker
 ) -> None:
