@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from support.clients import settings_for
 from support.official import official_client
 from support.streaming import (
+    QUERY_TIMEOUT,
     Batches,
     Message,
     Streams,
@@ -37,6 +38,7 @@ from support.streaming import (
     publish,
 )
 from support.topics import full, partition_of
+from support.waiting import wait_until
 
 from pulsar_spark.client.durable import acknowledge_through
 from pulsar_spark.client.lookup import Lookup
@@ -132,6 +134,40 @@ def test_each_commit_moves_the_subscription_past_the_committed_messages(
 
     again = Batches()
     start_query(streams, topic_name, again, maxMessagesPerTrigger="4")
+    assert again.all() == later
+    assert held(streams.client, topic_name) == []
+
+
+def test_a_running_query_acknowledges_its_last_micro_batch_on_idle_triggers(
+    streams: Streams, topic_name: str
+) -> None:
+    """A processing-time query reads five messages and then only has idle triggers: Spark
+    commits no further micro-batch, yet the subscription comes to hold nothing while it runs.
+    Stopped, it holds what is published next; restarted, it reads exactly that, once."""
+    batches = Batches()
+    df = streams.stream(topic_name, subscriptionName=SUBSCRIPTION)
+    query = (
+        df.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(streams.checkpoint))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        wait_until(lambda: query.lastProgress is not None, "the first trigger", QUERY_TIMEOUT)
+        sent = streams.publish(topic_name, drafts(5, "m"))
+        wait_until(lambda: len(batches.all()) == 5, "the messages", QUERY_TIMEOUT)
+        wait_until(
+            lambda: held(streams.client, topic_name, kind=pulsar.ConsumerType.Shared) == [],
+            "the last micro-batch acknowledged",
+            QUERY_TIMEOUT,
+        )
+    finally:
+        query.stop()
+    assert batches.all() == sent
+    later = streams.publish(topic_name, drafts(3, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+    again = Batches()
+    start_query(streams, topic_name, again)
     assert again.all() == later
     assert held(streams.client, topic_name) == []
 
