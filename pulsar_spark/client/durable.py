@@ -78,7 +78,7 @@ def acknowledge_through(
     """Make sure ``subscription`` exists on ``topic`` (one partition) and acknowledge every
     message through ``position`` (which carries the partition index, or -1); return the acks
     sent. Raises the broker's or the connection's error; retrying is the caller's choice."""
-    attached = _Attached(lookup.connect_to_owner(topic), topic, subscription, timeout)
+    attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
     try:
         attached.subscribe()
         acks = cumulative_acks(
@@ -94,7 +94,7 @@ def acknowledge_through(
         attached.connection.unregister_consumer(attached.consumer_id)
 
 
-class _Attached:
+class AttachedConsumer:
     """One consumer on the subscription, for the moment of an acknowledgement."""
 
     def __init__(

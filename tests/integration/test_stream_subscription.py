@@ -40,7 +40,7 @@ from support.streaming import (
 from support.topics import full, partition_of
 from support.waiting import wait_until
 
-from pulsar_spark.client.durable import acknowledge_through
+from pulsar_spark.client.durable import AttachedConsumer, acknowledge_through
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.local import LocalBroker
@@ -382,3 +382,32 @@ def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
         pool.close()
         client.close()
         local.stop()
+
+
+def test_pulsar_lite_takes_a_batch_index_ack_for_the_whole_entry(
+    client: pulsar.Client, lookup: Lookup, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Why only whole entries are acknowledged on pulsar-lite: a cumulative ack through index
+    1 of the second batch (``ack_set``, as Apache Pulsar takes it) acknowledges that whole
+    entry there, so its last three messages are no longer held. The connector's own
+    acknowledgement through the same position keeps the whole entry instead."""
+    name = partition_of(pooled_partitioned_topic(2), 1)
+    sent = publish(client, name, drafts(15, "b"), batch_size=5)
+    assert [m.id[1:] for m in sent[5:7]] == [(1, 0), (1, 1)]
+    through = MessageId(sent[6].ledger, sent[6].entry, sent[6].batch, partition=1)
+
+    connection = lookup.connect_to_owner(name)
+    assert connection.server_version == "Pulsar-Lite-0.1.0"
+    raw = AttachedConsumer(connection, name, "with-ack-set", 10.0)
+    try:
+        raw.subscribe()
+        raw.ack(through)
+        raw.close()
+    finally:
+        connection.unregister_consumer(raw.consumer_id)
+    assert held(client, name, "with-ack-set") == values(sent[10:])
+
+    assert acknowledge_through(lookup, name, "whole-entries", through, timeout=10.0) == [
+        MessageId(sent[6].ledger, 0, -1)
+    ]
+    assert held(client, name, "whole-entries") == values(sent[5:])
