@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 
 from pulsar_spark.client.durable import acknowledge_through
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import PulsarSparkError
+from pulsar_spark.errors import PulsarSparkError, RetriesExhaustedError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.planning import PartitionRef
 from pulsar_spark.topic import TopicName
@@ -59,7 +59,9 @@ class SubscriptionKeeper:
         """Acknowledge the subscription through ``positions`` (partition name -> last message
         consumed), creating it where it does not exist. Partitions already acknowledged
         through the same position by this driver are skipped. Failures are logged, never
-        raised (see the module docstring)."""
+        raised (see the module docstring); after one that used up the retry time limit (a
+        broker out of reach, most likely) the remaining partitions wait for the next call,
+        so an outage delays a micro-batch by one time limit, not one per partition."""
         for partition, position in sorted(positions.items()):
             if self.acknowledged.get(partition) == position:
                 continue
@@ -76,6 +78,8 @@ class SubscriptionKeeper:
                     position,
                     exc,
                 )
+                if isinstance(exc, RetriesExhaustedError):
+                    return
                 continue
             self.acknowledged[partition] = position
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -343,31 +344,36 @@ def test_both_names_of_the_option_fail_at_load(spark: SparkSession, broker: Loca
 def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The driver's acknowledgements against a broker of its own: while the broker is down,
-    acknowledging fails after the retry time limit, which is logged and raised to no one; once
-    the broker is back, the next acknowledgement (through a later position) creates the
-    subscription and covers every message before it."""
+    """The driver's acknowledgements against a broker of its own, on two topics: while the
+    broker is down, acknowledging the first fails after the retry time limit (2 s here), which
+    is logged and raised to no one, and the second is left for the next call rather than
+    waiting out a time limit of its own. Once the broker is back, the next acknowledgement
+    (through later positions) creates the subscription on both and covers every message
+    before."""
     local = LocalBroker.start(tmp_path / "broker")
     port, url = local.port, local.service_url
-    topic = full("held-across-outage")
+    topics = [full("held-across-outage-a"), full("held-across-outage-b")]
     client = official_client(url)
     pool = ConnectionPool()
     try:
-        sent = publish(client, topic, drafts(6, "m"))
+        sent = [publish(client, t, drafts(6, "m")) for t in topics]
         keeper = SubscriptionKeeper(
             SUBSCRIPTION, lambda: Lookup(settings_for(url, timeout=2.0), pool)
         )
         local.stop()
         caplog.set_level(logging.WARNING, logger="pulsar_spark.spark.subscription")
-        keeper.hold({topic: MessageId(sent[2].ledger, sent[2].entry)}, {})
+        started = time.monotonic()
+        earlier = {t: MessageId(s[2].ledger, s[2].entry) for t, s in zip(topics, sent, strict=True)}
+        keeper.hold(earlier, {})
+        assert time.monotonic() - started < 6.0
         assert keeper.acknowledged == {}
         warnings = [
             r.getMessage() for r in caplog.records if r.name == "pulsar_spark.spark.subscription"
         ]
         assert len(warnings) == 1
         assert warnings[0].startswith(
-            f"subscription 'spark-etl': could not acknowledge {topic} through "
-            f"{sent[2].ledger}:{sent[2].entry}:-1 ("
+            f"subscription 'spark-etl': could not acknowledge {topics[0]} through "
+            f"{sent[0][2].ledger}:{sent[0][2].entry}:-1 ("
         )
         assert warnings[0].endswith(
             "); it holds earlier messages until a later commit succeeds, and the query's "
@@ -375,9 +381,10 @@ def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
         )
 
         local = LocalBroker.start(tmp_path / "broker", port=port)
-        keeper.hold({topic: MessageId(sent[4].ledger, sent[4].entry)}, {})
-        assert keeper.acknowledged == {topic: MessageId(sent[4].ledger, sent[4].entry)}
-        assert held(client, topic) == [sent[5].value]
+        through = {t: MessageId(s[4].ledger, s[4].entry) for t, s in zip(topics, sent, strict=True)}
+        keeper.hold(through, {})
+        assert keeper.acknowledged == through
+        assert [held(client, t) for t in topics] == [[s[5].value] for s in sent]
     finally:
         pool.close()
         client.close()
