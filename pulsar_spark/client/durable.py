@@ -74,10 +74,13 @@ def acknowledge_through(
     position: MessageId,
     *,
     timeout: float,
+    batch_size: int | None = None,
 ) -> list[MessageId]:
     """Make sure ``subscription`` exists on ``topic`` (one partition) and acknowledge every
     message through ``position`` (which carries the partition index, or -1); return the acks
-    sent. Raises the broker's or the connection's error; retrying is the caller's choice."""
+    sent. ``batch_size``, when known, is the number of messages of the batched entry
+    ``position`` lies inside (see :func:`~pulsar_spark.protocol.commands.ack_cumulative_through`).
+    Raises the broker's or the connection's error; retrying is the caller's choice."""
     attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
     try:
         attached.subscribe()
@@ -86,7 +89,7 @@ def acknowledge_through(
         )
         try:
             for ack in acks:
-                attached.ack(ack)
+                attached.ack(ack, batch_size if ack.batch_index >= 0 else None)
         finally:
             attached.close()
         return acks
@@ -120,11 +123,14 @@ class AttachedConsumer:
             timeout=self.timeout,
         )
 
-    def ack(self, position: MessageId) -> None:
+    def ack(self, position: MessageId, batch_size: int | None = None) -> None:
         what = f"acknowledge {self.subscription} on {self.topic} through {position}"
         response = self.connection.request(
             lambda rid: commands.ack_cumulative_through(
-                consumer_id=self.consumer_id, message_id=position, request_id=rid
+                consumer_id=self.consumer_id,
+                message_id=position,
+                request_id=rid,
+                batch_size=batch_size,
             ),
             what=what,
             timeout=self.timeout,

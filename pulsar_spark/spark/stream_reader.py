@@ -196,7 +196,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _hold(self, offset: dict[str, Any]) -> None:
         if self._keeper is not None:
-            self._keeper.hold(PulsarOffset.from_json(offset).positions, self._refs)
+            positions = PulsarOffset.from_json(offset).positions
+            self._keeper.hold(positions, self._refs, self._counters.batch_size)
 
     def _ends(self, lookup: Lookup) -> tuple[EndOf, EndOf | None]:
         """Where micro-batches end, and under Trigger.AvailableNow where partitions end now."""

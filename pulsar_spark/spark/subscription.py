@@ -46,6 +46,10 @@ from pulsar_spark.topic import TopicName
 
 log = logging.getLogger(__name__)
 
+BatchSize = Callable[[str, MessageId], int | None]
+"""(partition name, position) -> messages in the batched entry the position lies inside, if
+known."""
+
 
 class SubscriptionKeeper:
     """Moves the durable subscription ``name`` on each partition; see the module docstring."""
@@ -55,19 +59,31 @@ class SubscriptionKeeper:
         self._connect = connect
         self.acknowledged: dict[str, MessageId] = {}  # partition name -> last acked through
 
-    def hold(self, positions: Mapping[str, MessageId], refs: Mapping[str, PartitionRef]) -> None:
+    def hold(
+        self,
+        positions: Mapping[str, MessageId],
+        refs: Mapping[str, PartitionRef],
+        batch_size: BatchSize = lambda partition, position: None,
+    ) -> None:
         """Acknowledge the subscription through ``positions`` (partition name -> last message
-        consumed), creating it where it does not exist. Partitions already acknowledged
-        through the same position by this driver are skipped. Failures are logged, never
-        raised (see the module docstring); after one that used up the retry time limit (a
-        broker out of reach, most likely) the remaining partitions wait for the next call,
-        so an outage delays a micro-batch by one time limit, not one per partition."""
+        consumed), creating it where it does not exist.
+
+        ``batch_size`` says, where it is known, how many messages the batched entry a
+        position lies inside holds (the driver's message counters know it for the ends they
+        chose), so that the batch-index acknowledgement names exactly the rest of the batch.
+        Partitions already acknowledged through the same position by this driver are
+        skipped. Failures are logged, never raised (see the module docstring); after one that
+        used up the retry time limit (a broker out of reach, most likely) the remaining
+        partitions wait for the next call, so an outage delays a micro-batch by one time
+        limit, not one per partition.
+        """
         for partition, position in sorted(positions.items()):
             if self.acknowledged.get(partition) == position:
                 continue
             index = _partition_index(partition, refs)
             try:
-                self._acknowledge(partition, position.with_partition(index))
+                size = batch_size(partition, position)
+                self._acknowledge(partition, position.with_partition(index), size)
             except PulsarSparkError as exc:
                 log.warning(
                     "subscription %r: could not acknowledge %s through %s (%s); it holds "
@@ -83,12 +99,17 @@ class SubscriptionKeeper:
                 continue
             self.acknowledged[partition] = position
 
-    def _acknowledge(self, partition: str, position: MessageId) -> None:
+    def _acknowledge(self, partition: str, position: MessageId, batch_size: int | None) -> None:
         lookup = self._connect()
 
         def attempt() -> list[MessageId]:
             return acknowledge_through(
-                lookup, partition, self.name, position, timeout=lookup.timeout
+                lookup,
+                partition,
+                self.name,
+                position,
+                timeout=lookup.timeout,
+                batch_size=batch_size,
             )
 
         acks = lookup.retrying(attempt, f"acknowledging {self.name!r} on {partition}")
