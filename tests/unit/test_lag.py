@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import pulsar_spark
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.lag import entries_behind, offset_lag
+from pulsar_spark.spark.stream_reader import _log_lag
 
 P0 = "persistent://public/default/t-partition-0"
 P1 = "persistent://public/default/t-partition-1"
@@ -66,3 +68,13 @@ def test_lag_of_a_query_reads_its_last_progress() -> None:
 
 def test_lag_before_any_progress() -> None:
     assert pulsar_spark.lag(query_with(None)) == {}
+
+
+def test_one_log_line_per_micro_batch(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="pulsar_spark.spark.stream_reader")
+    _log_lag({P0: at(0, 4), P1: at(1, 2)}, {P0: at(0, 9), P1: at(1, 2)})
+    _log_lag({P0: at(0, 4)}, {P0: at(0, 9), P1: at(1, 2)})
+    assert [r.getMessage() for r in caplog.records] == [
+        "next micro-batch leaves 5 entries unread in 1 partition(s)",
+        "next micro-batch leaves 5 entries unread in 1 partition(s) (1 not countable)",
+    ]
