@@ -12,9 +12,9 @@ micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
 (:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
 position, or a task whose start retention removed), and counting messages for
 ``maxMessagesPerTrigger`` (:mod:`.counting`), the durable subscription ``subscriptionName``
-keeps (:mod:`.subscription`: created at the start, acknowledged on each ``commit``; it holds
-data in the broker and never decides what is read) and the lag logged per micro-batch
-(:mod:`.lag`). This class wires them to Spark.
+keeps (:mod:`.subscription`: created at the start, acknowledged through each committed
+micro-batch's end; it holds data in the broker and never decides what is read) and the lag
+logged per micro-batch (:mod:`.lag`). This class wires them to Spark.
 """
 
 from __future__ import annotations
