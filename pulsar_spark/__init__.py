@@ -7,14 +7,14 @@ For an editable install, or a session started before the package was installed, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pulsar_spark._version import __version__
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["__version__", "register"]
+__all__ = ["__version__", "lag", "register"]
 
 
 def register(spark: SparkSession) -> None:
@@ -22,3 +22,12 @@ def register(spark: SparkSession) -> None:
     from pulsar_spark.spark.datasource import PulsarDataSource
 
     spark.dataSource.register(PulsarDataSource)
+
+
+def lag(query: Any) -> dict[str, int | None]:
+    """Per partition, the entries a streaming query's last micro-batch left unread: from its
+    ``lastProgress`` (``endOffset`` against ``latestOffset``); see
+    :mod:`pulsar_spark.spark.lag` for what is exact and when a partition's lag is None."""
+    from pulsar_spark.spark.lag import lag as lag_of
+
+    return lag_of(query)

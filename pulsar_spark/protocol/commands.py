@@ -113,20 +113,48 @@ def subscribe_reader(
     start: MessageId,
 ) -> bytes:
     """A non-durable Exclusive subscription positioned at ``start`` (the Reader pattern)."""
-    return _frame(
-        Type.SUBSCRIBE,
-        subscribe=pb.CommandSubscribe(
-            topic=topic,
-            subscription=subscription,
-            subType=pb.CommandSubscribe.Exclusive,
-            consumer_id=consumer_id,
-            request_id=request_id,
-            consumer_name=subscription,
-            durable=False,
-            start_message_id=message_id_data(start),
-            initialPosition=pb.CommandSubscribe.Earliest,
-            force_topic_creation=False,
-        ),
+    command = _subscribe_earliest(topic, subscription, consumer_id, request_id, subscription)
+    command.subType = pb.CommandSubscribe.Exclusive
+    command.durable = False
+    command.start_message_id.CopyFrom(message_id_data(start))
+    return _frame(Type.SUBSCRIBE, subscribe=command)
+
+
+def subscribe_durable(
+    *,
+    topic: str,
+    subscription: str,
+    consumer_id: int,
+    request_id: int,
+    consumer_name: str,
+) -> bytes:
+    """A durable Failover subscription, created at the earliest position when it does not
+    exist (an existing one keeps its cursor).
+
+    Durable subscriptions ignore ``start_message_id``; only ``initialPosition`` counts, and
+    only at creation, so the caller positions a new subscription with a cumulative ack.
+    Failover (not Exclusive) lets other Failover consumers of the same name attach too, and
+    unlike Shared it accepts cumulative acks.
+    """
+    command = _subscribe_earliest(topic, subscription, consumer_id, request_id, consumer_name)
+    command.subType = pb.CommandSubscribe.Failover
+    command.durable = True
+    return _frame(Type.SUBSCRIBE, subscribe=command)
+
+
+def _subscribe_earliest(
+    topic: str, subscription: str, consumer_id: int, request_id: int, consumer_name: str
+) -> pb.CommandSubscribe:
+    """The fields every SUBSCRIBE of ours shares: a new subscription starts at the earliest
+    position, and a missing topic is an error, not created."""
+    return pb.CommandSubscribe(
+        topic=topic,
+        subscription=subscription,
+        consumer_id=consumer_id,
+        request_id=request_id,
+        consumer_name=consumer_name,
+        initialPosition=pb.CommandSubscribe.Earliest,
+        force_topic_creation=False,
     )
 
 
@@ -143,6 +171,53 @@ def ack_cumulative(*, consumer_id: int, message_id: MessageId) -> bytes:
             message_id=[message_id_data(message_id)],
         ),
     )
+
+
+def ack_cumulative_through(
+    *,
+    consumer_id: int,
+    message_id: MessageId,
+    request_id: int,
+    batch_size: int | None = None,
+) -> bytes:
+    """A cumulative ACK of every message up to and including ``message_id``, with a receipt.
+
+    A whole-entry id (batch index -1) acknowledges its entry. An id inside a batched entry
+    acknowledges the earlier entries and, through ``ack_set``, the entry's messages up to its
+    batch index: ``ack_set`` is ``java.util.BitSet.toLongArray()`` of the messages *not yet*
+    acknowledged, bits ``[batch_index + 1, batch_size)``. Without ``batch_size`` the set bits
+    run to the end of the word holding ``batch_index + 1``: bits past the batch's real size
+    name no message, so they only keep the entry from counting as fully acknowledged (the
+    safe side). ``batch_size`` is sent when given.
+    """
+    data = message_id_data(message_id)
+    if message_id.batch_index >= 0:
+        first_unacked = message_id.batch_index + 1
+        end = batch_size if batch_size is not None else (first_unacked // 64 + 1) * 64
+        data.ack_set.extend(ack_set_words(first_unacked, end))
+        if batch_size is not None:
+            data.batch_size = batch_size
+    return _frame(
+        Type.ACK,
+        ack=pb.CommandAck(
+            consumer_id=consumer_id,
+            ack_type=pb.CommandAck.Cumulative,
+            message_id=[data],
+            request_id=request_id,
+        ),
+    )
+
+
+def ack_set_words(first: int, end: int) -> list[int]:
+    """``java.util.BitSet.toLongArray()`` of the bits ``[first, end)``: bit i in word i // 64
+    at position i % 64, each word a signed 64-bit value, trailing zero words dropped."""
+    bits = sum(1 << i for i in range(first, end))
+    words = []
+    while bits:
+        word = bits & ((1 << 64) - 1)
+        words.append(word - (1 << 64) if word >= 1 << 63 else word)
+        bits >>= 64
+    return words
 
 
 def seek(*, consumer_id: int, request_id: int, publish_time: int) -> bytes:

@@ -17,10 +17,10 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.spark.offsets import has_messages_after
 
-# An entry being handed out: its id, the batch indexes not yet taken, and whether those run
-# to the entry's last message. Indexes are a ``range`` (slicing one is O(1)); ``range(-1, 0)``
-# stands for an unbatched message.
-_Held = tuple[MessageId, range, bool]
+# An entry being handed out: its id, the batch indexes not yet taken, whether those run to the
+# entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
+# is O(1)); ``range(-1, 0)`` stands for an unbatched message.
+_Held = tuple[MessageId, range, bool, int]
 
 
 class MessageCounter:
@@ -39,6 +39,8 @@ class MessageCounter:
         self._entries: Generator[RawEntry, None, None] | None = None
         self._held: _Held | None = None  # an entry partly handed out
         self.exhausted = False
+        # Messages in the batched entry ``position`` lies inside; None on a whole entry.
+        self.batch_size: int | None = None
 
     def take(self, wanted: int) -> int:
         """Advance over up to ``wanted`` messages; return how many it advanced over."""
@@ -48,16 +50,17 @@ class MessageCounter:
             if held is None:
                 self.exhausted = True
                 break
-            entry_id, indexes, reaches_entry_end = held
+            entry_id, indexes, reaches_entry_end, size = held
             use = indexes[: wanted - taken]
             rest = indexes[len(use) :]
             taken += len(use)
-            self._held = (entry_id, rest, reaches_entry_end) if rest else None
+            self._held = (entry_id, rest, reaches_entry_end, size) if rest else None
             # Having consumed a batch to its end is recorded as the whole entry (-1).
             last_index = -1 if not rest and reaches_entry_end else use[-1]
             self.position = MessageId(
                 entry_id.ledger_id, entry_id.entry_id, last_index, entry_id.partition
             )
+            self.batch_size = size if last_index >= 0 else None
         return taken
 
     def resumes(self, start: MessageId, last: MessageId) -> bool:
@@ -83,7 +86,8 @@ class MessageCounter:
                 ledger, entry = raw.entry
                 partition = raw.message.message_id.partition
                 reaches_end = indexes[-1] in (-1, raw.message_count - 1)
-                return MessageId(ledger, entry, -1, partition), indexes, reaches_end
+                entry_id = MessageId(ledger, entry, -1, partition)
+                return entry_id, indexes, reaches_end, raw.message_count
         return None
 
     def _countable(self, raw: RawEntry) -> range:
@@ -176,6 +180,14 @@ class KeptCounters:
             self.close()
             raise
         return {name: ends.get(name, starts[name]) for name in starts}
+
+    def batch_size(self, name: str, position: MessageId) -> int | None:
+        """Messages in the batched entry ``position`` lies inside, if the counter of partition
+        ``name`` stands there (it ended the last micro-batch there); None otherwise."""
+        counter = self._counters.get(name)
+        if counter is None or counter.position != position:
+            return None
+        return counter.batch_size
 
     def close(self) -> None:
         """Close every counter."""

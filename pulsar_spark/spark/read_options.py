@@ -51,6 +51,8 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
 MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
+SUBSCRIPTION_NAME = "subscriptionName"
+PREDEFINED_SUBSCRIPTION = "predefinedSubscription"  # streamnative/pulsar-spark's name for it
 
 READ_OPTIONS = (
     SERVICE_URL,
@@ -66,6 +68,8 @@ READ_OPTIONS = (
     MAX_MESSAGES_PER_TRIGGER,
     MIN_PARTITIONS,
     RECEIVER_QUEUE_SIZE,
+    SUBSCRIPTION_NAME,
+    PREDEFINED_SUBSCRIPTION,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -109,7 +113,7 @@ class _Rules:
     default_start: Bound
     latest_start: bool  # startingOffsets may say 'latest'
     has_end: bool  # endingOffsets / endingTime may be given
-    per_trigger: bool  # maxMessagesPerTrigger may be given
+    per_trigger: bool  # maxMessagesPerTrigger and subscriptionName may be given
 
 
 _MODE_RULES = {
@@ -140,6 +144,7 @@ class ReadOptions:
     max_messages_per_trigger: int | None
     receiver_queue_size: int
     min_partitions: int | None = None
+    subscription: str | None = None  # durable subscription holding the stream's position
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
@@ -167,6 +172,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         max_messages_per_trigger=_max_per_trigger(opts, rules),
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
+        subscription=_subscription(opts, rules),
     )
 
 
@@ -262,3 +268,25 @@ def _max_per_trigger(opts: OptionValues, rules: _Rules) -> int | None:
             f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
         )
     return opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 0)
+
+
+def _subscription(opts: OptionValues, rules: _Rules) -> str | None:
+    given = [n for n in (SUBSCRIPTION_NAME, PREDEFINED_SUBSCRIPTION) if opts.get(n) is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise ConfigurationError(
+            f"options {SUBSCRIPTION_NAME!r} and {PREDEFINED_SUBSCRIPTION!r} are two names for "
+            "one setting; give only one"
+        )
+    if not rules.per_trigger:
+        raise ConfigurationError(
+            f"option {given[0]!r} applies to streaming reads only: a batch read keeps no "
+            "subscription"
+        )
+    name = opts.required(given[0], "the name of the durable subscription to keep")
+    if "/" in name or any(c.isspace() for c in name):
+        raise ConfigurationError(
+            f"option {given[0]!r}: {name!r} is not a subscription name (no '/' or spaces)"
+        )
+    return name

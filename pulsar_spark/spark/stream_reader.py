@@ -11,11 +11,15 @@ The pieces are their own modules: where the query starts (:mod:`.start_offsets`)
 micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
 (:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
 position, or a task whose start retention removed), and counting messages for
-``maxMessagesPerTrigger`` (:mod:`.counting`). This class wires them to Spark.
+``maxMessagesPerTrigger`` (:mod:`.counting`), the durable subscription ``subscriptionName``
+keeps (:mod:`.subscription`: created at the start, acknowledged through each committed
+micro-batch's end; it holds data in the broker and never decides what is read) and the lag
+logged per micro-batch (:mod:`.lag`). This class wires them to Spark.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +37,7 @@ from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import KeptCounters, MessageCounter
 from pulsar_spark.spark.data_loss import DataLossPolicy
+from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
     PartitionRead,
@@ -47,6 +52,9 @@ from pulsar_spark.spark.reading import read_partition
 from pulsar_spark.spark.splitting import split_reads
 from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
 from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
+from pulsar_spark.spark.subscription import SubscriptionKeeper
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -61,6 +69,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
         self._counters = KeptCounters(self._open_counter)
+        self._keeper = (
+            None
+            if options.subscription is None
+            else SubscriptionKeeper(options.subscription, self._connect)
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the options only: read() is stateless by design.
@@ -77,6 +90,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``latest`` that moved in between would skip the messages published meanwhile."""
         if self._initial is None:
             self._initial = self._retrying(self._resolve_initial, "finding the start offsets")
+            self._hold(self._initial)
         return self._initial
 
     def _resolve_initial(self) -> dict[str, Any]:
@@ -98,7 +112,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. A lost broker connection (a broker restarting,
         say) is retried, with growing pauses, for up to ``pulsar.client.operationTimeoutMs``
-        without progress, so a restart between micro-batches fails no batch."""
+        without progress, so a restart between micro-batches fails no batch.
+
+        ``start`` is where the previous micro-batch ended, and Spark plans the next one only
+        after committing that one: with ``subscriptionName`` the subscription is acknowledged
+        through it here too, because Spark calls ``commit`` for a micro-batch only once it
+        plans a later one with data — never for the last micro-batch of an AvailableNow run
+        or one followed by idle triggers."""
+        self._hold(start)
 
         def attempt() -> dict[str, Any]:
             try:
@@ -124,7 +145,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return split_reads(reads, self.options.min_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""
+        """With ``subscriptionName``, acknowledge the subscription through ``end`` (Spark
+        calls this once the micro-batch ending there is committed); otherwise nothing to do:
+        progress lives in Spark's checkpoint, not in the broker."""
+        self._hold(end)
 
     def stop(self) -> None:
         """Close the driver's counters (connections belong to the process-wide pool). Spark
@@ -162,10 +186,18 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         refs = self._discover(lookup)
         ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup))
         self._latest = PulsarOffset(ranges.ends).to_json()
+        end = self._latest
         if isinstance(limit, ReadMaxRows):
-            ends = self._counters.ends(ranges.starts, ranges.ends, limit.max_rows)
-            return PulsarOffset(ends).to_json()
-        return self._latest
+            end = PulsarOffset(
+                self._counters.ends(ranges.starts, ranges.ends, limit.max_rows)
+            ).to_json()
+        _log_lag(end, self._latest)
+        return end
+
+    def _hold(self, offset: dict[str, Any]) -> None:
+        if self._keeper is not None:
+            positions = PulsarOffset.from_json(offset).positions
+            self._keeper.hold(positions, self._refs, self._counters.batch_size)
 
     def _ends(self, lookup: Lookup) -> tuple[EndOf, EndOf | None]:
         """Where micro-batches end, and under Trigger.AvailableNow where partitions end now."""
@@ -180,6 +212,20 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _open_counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
         return MessageCounter(self._connect(), name, start, last, self.options.poll_timeout)
+
+
+def _log_lag(end: dict[str, Any], latest: dict[str, Any]) -> None:
+    """One line per micro-batch: the entries it leaves unread (see :mod:`.lag`)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    behind = offset_lag(end, latest)
+    known = [n for n in behind.values() if n is not None]
+    log.info(
+        "next micro-batch leaves %d entries unread in %d partition(s)%s",
+        sum(known),
+        sum(1 for n in known if n),
+        "" if len(known) == len(behind) else f" ({len(behind) - len(known)} not countable)",
+    )
 
 
 def _ref_from_name(name: str) -> PartitionRef:

@@ -165,10 +165,13 @@ def test_take_counts_exactly_and_cuts_inside_batches() -> None:
 def test_a_batch_consumed_to_its_end_is_recorded_as_the_whole_entry() -> None:
     entries = [entry(5, 0, 4), entry(5, 1, 4)]
     walker = counter(entries, NOTHING_CONSUMED, MessageId(5, 1))
+    assert walker.batch_size is None
     assert walker.take(3) == 3
     assert walker.position == MessageId(5, 0, 2)
+    assert walker.batch_size == 4  # standing inside a batch of 4
     assert walker.take(1) == 1
     assert walker.position == MessageId(5, 0, -1)  # not 5:0:3
+    assert walker.batch_size is None
     assert walker.take(4) == 4
     assert walker.position == MessageId(5, 1, -1)
     assert walker.exhausted is False  # it has not looked past what it was asked for
@@ -309,8 +312,12 @@ def test_kept_counters_go_on_from_where_the_last_micro_batch_ended() -> None:
     kept = KeptCounters(opener)
     first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5)
     assert first == {"p0": MessageId(10, 1, 0)}
+    assert kept.batch_size("p0", MessageId(10, 1, 0)) == 4
     second = kept.ends(first, {"p0": FOURS_LAST}, 5)
     assert second == {"p0": MessageId(10, 2, 1)}
+    assert kept.batch_size("p0", MessageId(10, 2, 1)) == 4
+    assert kept.batch_size("p0", MessageId(10, 1, 0)) is None  # it stands elsewhere now
+    assert kept.batch_size("p1", MessageId(10, 2, 1)) is None  # no counter there
     assert [(name, start) for name, start, _ in opener.opened] == [("p0", NOTHING_CONSUMED)]
     assert opener.closed() == [False]
 

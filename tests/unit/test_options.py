@@ -550,3 +550,45 @@ def test_every_error_is_a_configuration_error(validate: Callable[..., object]) -
         validate(pollTimeoutMs="x")
     with pytest.raises(ConfigurationError):
         validate(bogus="x")
+
+
+# --- subscriptionName / predefinedSubscription ------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["subscriptionName", "predefinedSubscription", "SUBSCRIPTIONNAME"])
+def test_subscription_name_for_streams(name: str) -> None:
+    assert parse(STREAM, **{name: " orders-etl "}).subscription == "orders-etl"
+    check(**{name: "orders-etl"})
+
+
+def test_no_subscription_by_default() -> None:
+    assert parse(STREAM).subscription is None
+    assert parse(BATCH).subscription is None
+
+
+@pytest.mark.parametrize("name", ["subscriptionName", "predefinedSubscription"])
+def test_subscription_name_is_streaming_only(name: str) -> None:
+    message = parse_error(BATCH, **{name: "orders-etl"})
+    assert (
+        f"option {name!r} applies to streaming reads only: a batch read keeps no subscription"
+        in message
+    )
+
+
+def test_subscription_name_and_its_alias_together() -> None:
+    message = parse_error(STREAM, subscriptionName="a", predefinedSubscription="b")
+    assert (
+        "options 'subscriptionName' and 'predefinedSubscription' are two names for one setting; "
+        "give only one" in message
+    )
+
+
+@pytest.mark.parametrize(("bad", "shown"), [("a/b", "'a/b'"), ("two words", "'two words'")])
+def test_bad_subscription_name(bad: str, shown: str) -> None:
+    message = parse_error(STREAM, subscriptionName=bad)
+    assert f"option 'subscriptionName': {shown} is not a subscription name" in message
+
+
+def test_empty_subscription_name() -> None:
+    message = parse_error(STREAM, subscriptionName=" ")
+    assert "option 'subscriptionName' is required: the name of the durable subscription" in message

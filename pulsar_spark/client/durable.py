@@ -1,0 +1,159 @@
+"""A durable subscription that holds a position: created if missing, moved by cumulative acks.
+
+How this works
+--------------
+The subscription only keeps messages from being removed; nothing is ever read through it.
+:func:`acknowledge_through` attaches a consumer to the subscription (durable, Failover, created
+at the earliest position when it does not exist; no Flow is sent, so the broker dispatches
+nothing), acknowledges cumulatively through the given position, waits for the broker's receipt
+and detaches again. Attaching only for the moment of the ack means no consumer stays on the
+subscription between commits, so a user's own consumer can attach at any other time.
+
+An acknowledgement is cumulative: "every message up to and including this one". A position
+inside a batched entry is acknowledged in two steps (:func:`cumulative_acks`): the entry
+before it as a whole, then, through the batch index, the entry's messages up to the position
+(``ack_set``, Apache Pulsar's batch-index acknowledgement). The first step is what a broker
+without batch-index acknowledgement enabled takes (it refuses an ``ack_set``), and it is all
+that is sent to a broker that counts Flow permits per entry (pulsar-lite,
+:func:`~pulsar_spark.client.flow_control.counts_entries`): pulsar-lite treats an ``ack_set``
+as an acknowledgement of the whole entry, which would drop the messages after the position.
+There the subscription stays at most one entry behind; it never moves past a message that was
+not acknowledged.
+
+Acks name the partition index in their message id (``MessageIdData.partition``): pulsar-lite
+ignores an ack on a partition without it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.flow_control import counts_entries
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.errors import PulsarSparkError, server_error_for
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import commands, pb
+
+log = logging.getLogger(__name__)
+
+
+def cumulative_acks(position: MessageId, *, whole_entries_only: bool) -> list[MessageId]:
+    """The cumulative acks, in order, that acknowledge everything through ``position``.
+
+    Nothing for "nothing consumed"; the entry for a whole-entry id; for an id inside a batch,
+    the entry before it (unless it is the ledger's first) and then the id itself, which
+    ``whole_entries_only`` leaves out.
+    """
+    if position.is_earliest:
+        return []
+    if position.batch_index < 0:
+        return [position]
+    acks = []
+    if position.entry_id > 0:
+        acks.append(MessageId(position.ledger_id, position.entry_id - 1, -1, position.partition))
+    if not whole_entries_only:
+        acks.append(position)
+    return acks
+
+
+class _Detached:
+    """The consumer's handler: it is given no permits, so nothing arrives."""
+
+    def on_message(self, message: pb.CommandMessage, payload: memoryview | None) -> None:
+        pass
+
+    def on_closed(self, error: PulsarSparkError) -> None:
+        pass
+
+
+def acknowledge_through(
+    lookup: Lookup,
+    topic: str,
+    subscription: str,
+    position: MessageId,
+    *,
+    timeout: float,
+    batch_size: int | None = None,
+) -> list[MessageId]:
+    """Make sure ``subscription`` exists on ``topic`` (one partition) and acknowledge every
+    message through ``position`` (which carries the partition index, or -1); return the acks
+    sent. ``batch_size``, when known, is the number of messages of the batched entry
+    ``position`` lies inside (see :func:`~pulsar_spark.protocol.commands.ack_cumulative_through`).
+    Raises the broker's or the connection's error; retrying is the caller's choice."""
+    attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
+    try:
+        attached.subscribe()
+        acks = cumulative_acks(
+            position, whole_entries_only=counts_entries(attached.connection.server_version)
+        )
+        try:
+            for ack in acks:
+                attached.ack(ack, batch_size if ack.batch_index >= 0 else None)
+        finally:
+            attached.close()
+        return acks
+    finally:
+        attached.connection.unregister_consumer(attached.consumer_id)
+
+
+class AttachedConsumer:
+    """One consumer on the subscription, for the moment of an acknowledgement."""
+
+    def __init__(
+        self, connection: Connection, topic: str, subscription: str, timeout: float
+    ) -> None:
+        self.connection = connection
+        self.topic = topic
+        self.subscription = subscription
+        self.timeout = timeout
+        self.consumer_id = connection.new_id()
+        connection.register_consumer(self.consumer_id, _Detached())
+
+    def subscribe(self) -> None:
+        self.connection.request(
+            lambda rid: commands.subscribe_durable(
+                topic=self.topic,
+                subscription=self.subscription,
+                consumer_id=self.consumer_id,
+                request_id=rid,
+                consumer_name=f"{self.subscription}-pulsar-spark",
+            ),
+            what=f"subscribe {self.subscription} (durable) to {self.topic}",
+            timeout=self.timeout,
+        )
+
+    def ack(self, position: MessageId, batch_size: int | None = None) -> None:
+        what = f"acknowledge {self.subscription} on {self.topic} through {position}"
+        response = self.connection.request(
+            lambda rid: commands.ack_cumulative_through(
+                consumer_id=self.consumer_id,
+                message_id=position,
+                request_id=rid,
+                batch_size=batch_size,
+            ),
+            what=what,
+            timeout=self.timeout,
+        )
+        answer = response.ackResponse
+        if answer.HasField("error"):
+            raise server_error_for(answer.error, f"{what}: {answer.message}")
+
+    def close(self) -> None:
+        if self.connection.closed:
+            return
+        try:
+            self.connection.request(
+                lambda rid: commands.close_consumer(consumer_id=self.consumer_id, request_id=rid),
+                what=f"detach from {self.subscription} on {self.topic}",
+                timeout=self.timeout,
+            )
+        except PulsarSparkError as exc:
+            # The acks were answered already; a consumer left attached goes with the
+            # connection.
+            log.warning(
+                "could not detach from subscription %s on %s: %s",
+                self.subscription,
+                self.topic,
+                exc,
+            )

@@ -1,0 +1,420 @@
+"""``subscriptionName``: a streaming query keeps a durable subscription that each commit moves,
+and the checkpoint, not the subscription, still says what each micro-batch reads.
+
+What the subscription holds is checked the way a user would: the official client attaches its
+own consumer to the same subscription and lists what the broker delivers to it (without
+acknowledging anything), which starts right after the last committed message.
+
+pulsar-lite takes a batch-index ack as an ack of the whole entry, so on it an end inside a
+batched entry moves the subscription only through the entry before; what it then holds starts
+at that entry's first message. It also moves a subscription *back* when acknowledged through
+an earlier position (Apache Pulsar ignores such an ack), which is how a subscription "behind"
+the checkpoint is made here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pulsar
+import pytest
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+from support.clients import settings_for
+from support.official import official_client
+from support.streaming import (
+    QUERY_TIMEOUT,
+    Batches,
+    Message,
+    Streams,
+    available_now,
+    by_partition,
+    checkpoint_offsets,
+    drafts,
+    drain,
+    publish,
+)
+from support.topics import full, partition_of
+from support.waiting import wait_until
+
+from pulsar_spark.client.durable import AttachedConsumer, acknowledge_through
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.pool import ConnectionPool
+from pulsar_spark.local import LocalBroker
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.subscription import SubscriptionKeeper
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SUBSCRIPTION = "spark-etl"
+QUIET_MS = 2000
+"""How long a consumer waits for one more message before taking the list as complete."""
+
+
+def held(
+    client: pulsar.Client,
+    topic: str,
+    subscription: str = SUBSCRIPTION,
+    *,
+    kind: pulsar.ConsumerType = pulsar.ConsumerType.Exclusive,
+    first_only: bool = False,
+) -> list[bytes]:
+    """The values the broker delivers to a consumer of ``subscription`` on ``topic`` (one
+    partition or a non-partitioned topic), in order; nothing is acknowledged."""
+    consumer = client.subscribe(
+        full(topic),
+        subscription,
+        consumer_type=kind,
+        initial_position=pulsar.InitialPosition.Latest,
+    )
+    values: list[bytes] = []
+    try:
+        while True:
+            try:
+                values.append(consumer.receive(QUIET_MS).data())
+            except pulsar.Timeout:
+                return values
+            if first_only:
+                return values
+    finally:
+        consumer.close()
+
+
+def start_query(streams: Streams, topic: str, batches: Batches, **options: str) -> None:
+    """Run an AvailableNow query on ``topic`` with the subscription, from the checkpoint."""
+    df = streams.stream(topic, startingOffsets="earliest", subscriptionName=SUBSCRIPTION, **options)
+    drain(available_now(df, batches, streams.checkpoint))
+
+
+def values(messages: list[Message]) -> list[bytes]:
+    return [m.value for m in messages]
+
+
+def first_held_after(messages: list[Message], end: dict[str, int]) -> list[bytes]:
+    """What a consumer of a subscription acknowledged through ``end`` gets first on
+    pulsar-lite: the next entry's first message after a whole entry; the entry's own first
+    when ``end`` lies inside it (only the entries before are acknowledged); nothing after the
+    last message."""
+    entry = (end["ledgerId"], end["entryId"])
+    if end["batchIndex"] < 0:
+        rest = [m for m in messages if (m.ledger, m.entry) > entry]
+    else:
+        rest = [m for m in messages if (m.ledger, m.entry) >= entry]
+    return values(rest[:1])
+
+
+def test_each_commit_moves_the_subscription_past_the_committed_messages(
+    streams: Streams, topic_name: str
+) -> None:
+    """Ten single messages read four per micro-batch: while micro-batch N runs, the previous
+    one is committed and a Shared consumer of the subscription starts at N's first message
+    (at the very first message for micro-batch 0: the subscription is created at the query's
+    start). Once the query has stopped, the subscription holds nothing; messages published
+    afterwards are held, and a restarted query reads exactly those, once, after which the
+    subscription holds nothing again."""
+    sent = streams.publish(topic_name, drafts(10, "m"))
+    batches = Batches()
+    first_held: dict[int, list[bytes]] = {}
+    batches.hook = lambda batch_id: first_held.setdefault(
+        batch_id,
+        held(streams.client, topic_name, kind=pulsar.ConsumerType.Shared, first_only=True),
+    )
+    start_query(streams, topic_name, batches, maxMessagesPerTrigger="4")
+
+    assert batches.sizes() == [4, 4, 2]
+    assert batches.all() == sent
+    assert first_held == {0: [sent[0].value], 1: [sent[4].value], 2: [sent[8].value]}
+    assert held(streams.client, topic_name) == []
+
+    later = streams.publish(topic_name, drafts(3, "later", first=10))
+    assert held(streams.client, topic_name) == values(later)
+
+    again = Batches()
+    start_query(streams, topic_name, again, maxMessagesPerTrigger="4")
+    assert again.all() == later
+    assert held(streams.client, topic_name) == []
+
+
+def test_a_running_query_acknowledges_its_last_micro_batch_on_idle_triggers(
+    streams: Streams, topic_name: str
+) -> None:
+    """A processing-time query reads five messages and then only has idle triggers: Spark
+    commits no further micro-batch, yet the subscription comes to hold nothing while it runs.
+    Stopped, it holds what is published next; restarted, it reads exactly that, once."""
+    batches = Batches()
+    df = streams.stream(topic_name, subscriptionName=SUBSCRIPTION)
+    query = (
+        df.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(streams.checkpoint))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        wait_until(lambda: query.lastProgress is not None, "the first trigger", QUERY_TIMEOUT)
+        sent = streams.publish(topic_name, drafts(5, "m"))
+        wait_until(lambda: len(batches.all()) == 5, "the messages", QUERY_TIMEOUT)
+        wait_until(
+            lambda: held(streams.client, topic_name, kind=pulsar.ConsumerType.Shared) == [],
+            "the last micro-batch acknowledged",
+            QUERY_TIMEOUT,
+        )
+    finally:
+        query.stop()
+    assert batches.all() == sent
+    later = streams.publish(topic_name, drafts(3, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+    again = Batches()
+    start_query(streams, topic_name, again)
+    assert again.all() == later
+    assert held(streams.client, topic_name) == []
+
+
+def test_ends_inside_batches_on_partitions(
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Batches of five keyed messages on two partitions, read three messages per micro-batch,
+    so most micro-batches end inside a batched entry. While micro-batch N runs, what the
+    subscription holds on each partition starts at the first message of the entry holding
+    the first message N reads there (pulsar-lite: only whole entries are acknowledged). After
+    the last commit it holds nothing, on both partitions."""
+    topic = pooled_partitioned_topic(2)
+    sent = streams.publish(topic, drafts(40, "b"), batch_size=5)
+    per_partition = by_partition(sent)
+    assert sorted(per_partition) == [0, 1]
+    batches = Batches()
+    seen: dict[int, dict[int, list[bytes]]] = {}
+
+    def look(batch_id: int) -> None:
+        seen[batch_id] = {
+            p: held(
+                streams.client,
+                partition_of(topic, p),
+                kind=pulsar.ConsumerType.Shared,
+                first_only=True,
+            )
+            for p in (0, 1)
+        }
+
+    batches.hook = look
+    start_query(streams, topic, batches, maxMessagesPerTrigger="3")
+
+    assert sorted(batches.all()) == sorted(sent)
+    offsets = {i: json.loads(text) for i, text in checkpoint_offsets(streams.checkpoint).items()}
+    ends_inside = 0
+    for batch_id in sorted(seen):
+        for p in (0, 1):
+            messages = per_partition[p]
+            previous = offsets.get(batch_id - 1, {}).get(partition_of(topic, p))
+            if previous is None:
+                expected = values(messages[:1])
+            else:
+                ends_inside += previous["batchIndex"] >= 0
+                expected = first_held_after(messages, previous)
+            assert seen[batch_id][p] == expected, (batch_id, p, previous)
+    assert ends_inside > 0
+    for p in (0, 1):
+        assert held(streams.client, partition_of(topic, p)) == []
+
+
+@pytest.mark.parametrize("where", ["behind", "ahead"])
+def test_restart_reads_from_the_checkpoint_whatever_the_subscription_says(
+    streams: Streams, topic_name: str, lookup: Lookup, where: str
+) -> None:
+    """A query reads six messages and stops; six more are published; then the subscription is
+    moved by hand, behind the checkpoint (through the third message) or ahead of it (through
+    the tenth). The restarted query reads exactly the six new messages, once, and leaves the
+    subscription through the last of them."""
+    first = streams.publish(topic_name, drafts(6, "first"))
+    start_query(streams, topic_name, Batches())
+    second = streams.publish(topic_name, drafts(6, "second", first=6))
+    everything = first + second
+
+    moved_to = 2 if where == "behind" else 9
+    target = everything[moved_to]
+    acknowledge_through(
+        lookup, full(topic_name), SUBSCRIPTION, MessageId(target.ledger, target.entry), timeout=10
+    )
+    assert held(streams.client, topic_name) == values(everything[moved_to + 1 :])
+
+    batches = Batches()
+    start_query(streams, topic_name, batches)
+    assert batches.all() == second
+    assert held(streams.client, topic_name) == []
+
+
+def test_created_at_the_starting_position(streams: Streams, topic_name: str) -> None:
+    """A new query starting at ``latest`` (the default) on a topic holding five messages
+    creates the subscription after them: it holds none of them, and what comes later."""
+    streams.publish(topic_name, drafts(5, "before"))
+    batches = Batches()
+    df = streams.stream(topic_name, subscriptionName=SUBSCRIPTION)
+    drain(available_now(df, batches, streams.checkpoint))
+    assert batches.all() == []
+    assert held(streams.client, topic_name) == []
+    later = streams.publish(topic_name, drafts(2, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+
+
+def test_a_topic_added_on_restart_gets_the_subscription(streams: Streams, topic_name: str) -> None:
+    """A query on one topic is restarted on its checkpoint with a second topic added: the new
+    topic is read from its first message, and gets the subscription, acknowledged through
+    what was read; later messages of both topics are held."""
+    other = topic_name + "-added"
+    streams.publish(topic_name, drafts(3, "a"))
+    start_query(streams, topic_name, Batches())
+    added = streams.publish(other, drafts(4, "b"))
+
+    batches = Batches()
+    df = streams.spark.readStream.format("pulsar").options(
+        **{
+            "service.url": streams.url,
+            "topics": f"{topic_name},{other}",
+            "startingOffsets": "earliest",
+            "subscriptionName": SUBSCRIPTION,
+        }
+    )
+    drain(available_now(df.load(), batches, streams.checkpoint))
+    assert batches.all() == sorted(added)
+    assert held(streams.client, topic_name) == []
+    assert held(streams.client, other) == []
+    later = streams.publish(other, drafts(2, "later", first=4))
+    assert held(streams.client, other) == values(later)
+
+
+def test_without_the_option_no_subscription_is_kept(
+    streams: Streams, topic_name: str, broker: LocalBroker
+) -> None:
+    """The same query without ``subscriptionName`` leaves no durable subscription: a consumer
+    subscribing under that name afterwards creates it, at the latest position, and gets
+    nothing of what the query read."""
+    streams.publish(topic_name, drafts(5, "m"))
+    batches = Batches()
+    df = streams.stream(topic_name, startingOffsets="earliest")
+    drain(available_now(df, batches, streams.checkpoint))
+    assert batches.sizes() == [5]
+    assert held(streams.client, topic_name) == []
+    later = streams.publish(topic_name, drafts(2, "later", first=5))
+    assert held(streams.client, topic_name) == values(later)
+
+
+def test_a_subscription_on_a_batch_read_fails_naming_the_option(
+    spark: SparkSession, broker: LocalBroker
+) -> None:
+    """A batch read keeps no subscription. Spark asks a Python source for its schema without
+    saying whether the read is a batch or a stream, so the error comes at the first action."""
+    df = (
+        spark.read.format("pulsar")
+        .option("service.url", broker.service_url)
+        .option("topic", "t")
+        .option("subscriptionName", SUBSCRIPTION)
+        .load()
+    )
+    with pytest.raises(AnalysisException) as info:
+        df.count()
+    message = str(info.value)
+    assert "ConfigurationError" in message
+    assert (
+        "option 'subscriptionName' applies to streaming reads only: a batch read keeps no "
+        "subscription" in message
+    )
+
+
+def test_both_names_of_the_option_fail_at_load(spark: SparkSession, broker: LocalBroker) -> None:
+    with pytest.raises(AnalysisException) as info:
+        (
+            spark.readStream.format("pulsar")
+            .option("service.url", broker.service_url)
+            .option("topic", "t")
+            .option("subscriptionName", "a")
+            .option("predefinedSubscription", "b")
+            .load()
+        )
+    message = str(info.value)
+    assert "ConfigurationError" in message
+    assert (
+        "options 'subscriptionName' and 'predefinedSubscription' are two names for one "
+        "setting; give only one" in message
+    )
+
+
+def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver's acknowledgements against a broker of its own, on two topics: while the
+    broker is down, acknowledging the first fails after the retry time limit (2 s here), which
+    is logged and raised to no one, and the second is left for the next call rather than
+    waiting out a time limit of its own. Once the broker is back, the next acknowledgement
+    (through later positions) creates the subscription on both and covers every message
+    before."""
+    local = LocalBroker.start(tmp_path / "broker")
+    port, url = local.port, local.service_url
+    topics = [full("held-across-outage-a"), full("held-across-outage-b")]
+    client = official_client(url)
+    pool = ConnectionPool()
+    try:
+        sent = [publish(client, t, drafts(6, "m")) for t in topics]
+        keeper = SubscriptionKeeper(
+            SUBSCRIPTION, lambda: Lookup(settings_for(url, timeout=2.0), pool)
+        )
+        local.stop()
+        caplog.set_level(logging.WARNING, logger="pulsar_spark.spark.subscription")
+        started = time.monotonic()
+        earlier = {t: MessageId(s[2].ledger, s[2].entry) for t, s in zip(topics, sent, strict=True)}
+        keeper.hold(earlier, {})
+        assert time.monotonic() - started < 6.0
+        assert keeper.acknowledged == {}
+        warnings = [
+            r.getMessage() for r in caplog.records if r.name == "pulsar_spark.spark.subscription"
+        ]
+        assert len(warnings) == 1
+        assert warnings[0].startswith(
+            f"subscription 'spark-etl': could not acknowledge {topics[0]} through "
+            f"{sent[0][2].ledger}:{sent[0][2].entry}:-1 ("
+        )
+        assert warnings[0].endswith(
+            "); it holds earlier messages until a later commit succeeds, and the query's "
+            "checkpoint still says what was read"
+        )
+
+        local = LocalBroker.start(tmp_path / "broker", port=port)
+        through = {t: MessageId(s[4].ledger, s[4].entry) for t, s in zip(topics, sent, strict=True)}
+        keeper.hold(through, {})
+        assert keeper.acknowledged == through
+        assert [held(client, t) for t in topics] == [[s[5].value] for s in sent]
+    finally:
+        pool.close()
+        client.close()
+        local.stop()
+
+
+def test_pulsar_lite_takes_a_batch_index_ack_for_the_whole_entry(
+    client: pulsar.Client, lookup: Lookup, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Why only whole entries are acknowledged on pulsar-lite: a cumulative ack through index
+    1 of the second batch (``ack_set``, as Apache Pulsar takes it) acknowledges that whole
+    entry there, so its last three messages are no longer held. The connector's own
+    acknowledgement through the same position keeps the whole entry instead."""
+    name = partition_of(pooled_partitioned_topic(2), 1)
+    sent = publish(client, name, drafts(15, "b"), batch_size=5)
+    assert [m.id[1:] for m in sent[5:7]] == [(1, 0), (1, 1)]
+    through = MessageId(sent[6].ledger, sent[6].entry, sent[6].batch, partition=1)
+
+    connection = lookup.connect_to_owner(name)
+    assert connection.server_version == "Pulsar-Lite-0.1.0"
+    raw = AttachedConsumer(connection, name, "with-ack-set", 10.0)
+    try:
+        raw.subscribe()
+        raw.ack(through)
+        raw.close()
+    finally:
+        connection.unregister_consumer(raw.consumer_id)
+    assert held(client, name, "with-ack-set") == values(sent[10:])
+
+    assert acknowledge_through(lookup, name, "whole-entries", through, timeout=10.0) == [
+        MessageId(sent[6].ledger, 0, -1)
+    ]
+    assert held(client, name, "whole-entries") == values(sent[5:])
