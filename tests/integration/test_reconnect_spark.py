@@ -87,9 +87,12 @@ def stored(spark: SparkSession, url: str) -> list[bytes]:
     return [bytes(r["value"]) for r in df.select("value").collect()]
 
 
+@pytest.mark.parametrize("subscription", [None, "through-restarts"])
 def test_streaming_read_through_restarts(
-    spark: SparkSession, restartable: LocalBroker, tmp_path: Path
+    spark: SparkSession, restartable: LocalBroker, tmp_path: Path, subscription: str | None
 ) -> None:
+    """With ``subscriptionName`` too: the durable subscription's acknowledgements ride through
+    the restarts, and afterwards it stands exactly after the last message read."""
     url = restartable.service_url
     published = publish(url, 60_000)
     seen: list[bytes] = []
@@ -98,6 +101,7 @@ def test_streaming_read_through_restarts(
         seen.extend(bytes(r["value"]) for r in batch.select("value").collect())
         time.sleep(0.2)  # spread the query over the restarts
 
+    options = {"subscriptionName": subscription} if subscription else {}
     with Restarter(restartable, times=3, every=1.5) as restarter:
         query = (
             spark.readStream.format("pulsar")
@@ -106,6 +110,7 @@ def test_streaming_read_through_restarts(
             .option("startingOffsets", "earliest")
             .option("maxMessagesPerTrigger", "5000")
             .option("pulsar.client.operationTimeoutMs", "20000")
+            .options(**options)
             .load()
             .writeStream.foreachBatch(sink)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -116,6 +121,39 @@ def test_streaming_read_through_restarts(
     assert query.exception() is None
     assert len(restarter.outages) == 3
     assert sorted(seen) == sorted(published)  # every message exactly once
+    if subscription:
+        assert first_unacknowledged(url, subscription) == [None] * 4
+        client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        try:
+            for partition in range(4):
+                producer = client.create_producer(f"{TOPIC}-partition-{partition}")
+                producer.send(b"later-%d" % partition)
+                producer.close()
+        finally:
+            client.close()
+        assert first_unacknowledged(url, subscription) == [b"later-%d" % p for p in range(4)]
+
+
+def first_unacknowledged(url: str, subscription: str) -> list[bytes | None]:
+    """Per partition, the first message the subscription still holds (None: none)."""
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        firsts: list[bytes | None] = []
+        for partition in range(4):
+            consumer = client.subscribe(
+                f"{TOPIC}-partition-{partition}",
+                subscription,
+                consumer_type=pulsar.ConsumerType.Shared,
+            )
+            try:
+                firsts.append(consumer.receive(1500).data())
+            except pulsar.Timeout:
+                firsts.append(None)
+            finally:
+                consumer.close()
+        return firsts
+    finally:
+        client.close()
 
 
 def test_batch_write_through_restarts(spark: SparkSession, restartable: LocalBroker) -> None:
