@@ -19,6 +19,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from support.official import first_unacknowledged, send_one_to_each
 
 from pulsar_spark.local import LocalBroker
 
@@ -122,38 +123,10 @@ def test_streaming_read_through_restarts(
     assert len(restarter.outages) == 3
     assert sorted(seen) == sorted(published)  # every message exactly once
     if subscription:
-        assert first_unacknowledged(url, subscription) == [None] * 4
-        client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-        try:
-            for partition in range(4):
-                producer = client.create_producer(f"{TOPIC}-partition-{partition}")
-                producer.send(b"later-%d" % partition)
-                producer.close()
-        finally:
-            client.close()
-        assert first_unacknowledged(url, subscription) == [b"later-%d" % p for p in range(4)]
-
-
-def first_unacknowledged(url: str, subscription: str) -> list[bytes | None]:
-    """Per partition, the first message the subscription still holds (None: none)."""
-    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    try:
-        firsts: list[bytes | None] = []
-        for partition in range(4):
-            consumer = client.subscribe(
-                f"{TOPIC}-partition-{partition}",
-                subscription,
-                consumer_type=pulsar.ConsumerType.Shared,
-            )
-            try:
-                firsts.append(consumer.receive(1500).data())
-            except pulsar.Timeout:
-                firsts.append(None)
-            finally:
-                consumer.close()
-        return firsts
-    finally:
-        client.close()
+        partitions = [f"{TOPIC}-partition-{p}" for p in range(4)]
+        assert first_unacknowledged(url, partitions, subscription) == [None] * 4
+        later = send_one_to_each(url, partitions, "later")
+        assert first_unacknowledged(url, partitions, subscription) == later
 
 
 def test_batch_write_through_restarts(spark: SparkSession, restartable: LocalBroker) -> None:

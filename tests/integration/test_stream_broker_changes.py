@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from support.fake_broker import closed_port
-from support.official import official_client
+from support.official import first_unacknowledged, official_client, send_one_to_each
 from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
@@ -101,19 +101,25 @@ def test_idle_query_receives_messages_after_a_long_silence(
 # --- partitions added while a query runs ----------------------------------------------------
 
 
+@pytest.mark.parametrize("subscription", [None, "grows"])
 def test_partition_added_mid_stream_is_read_from_its_beginning(
-    spark: SparkSession, own_broker: Callable[..., LocalBroker], tmp_path: Path
+    spark: SparkSession,
+    own_broker: Callable[..., LocalBroker],
+    tmp_path: Path,
+    subscription: str | None,
 ) -> None:
     """A topic grows from 2 to 3 partitions while a checkpointed query runs: the broker
     restarts with the new count (pulsar-lite reads partition counts only at startup), the
     query rides out the restart and finds the new partition, which is not in its offsets and
     is read from its first message. Then the query is stopped and started again. Nothing is
-    read twice or missed."""
+    read twice or missed. With ``subscriptionName``, the new partition gets the durable
+    subscription too, and in the end it stands right after the last message on every one."""
     local = own_broker(data_dir=tmp_path / "broker", partitioned_topics={"grow": 2})
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    options = {"subscriptionName": subscription} if subscription else {}
 
     def start(**trigger: Any) -> StreamingQuery:
-        df = stream(spark, local.service_url, "grow", startingOffsets="earliest")
+        df = stream(spark, local.service_url, "grow", startingOffsets="earliest", **options)
         return to_parquet(df, out, checkpoint, **trigger)
 
     def publish_to(partitions: list[int], tag: str) -> list[Message]:
@@ -167,6 +173,11 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(
     assert [m for m in got if m.partition == 2] == [m for m in after + later if m.partition == 2]
     offsets = checkpoint_offsets(checkpoint)
     assert json.loads(offsets[max(offsets)]) == ends_of(before + after + later)
+    if subscription:
+        partitions = [partition_of("grow", p) for p in range(3)]
+        assert first_unacknowledged(local.service_url, partitions, subscription) == [None] * 3
+        last = send_one_to_each(local.service_url, partitions, "last")
+        assert first_unacknowledged(local.service_url, partitions, subscription) == last
 
 
 # --- a broker that went away ----------------------------------------------------------------------
