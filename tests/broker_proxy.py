@@ -685,6 +685,9 @@ class ApacheAnswers:
       at the first entry of ``first_ledgers[topic]`` instead: Apache Pulsar places a cursor
       that points into a ledger retention removed at the first entry left (pulsar-lite, which
       never removes anything, delivers nothing from a start in a ledger it does not have).
+    - With ``server_version`` set, CONNECTED names the broker so (pulsar-lite names itself,
+      and clients adapt to it: permits per entry, no batch-index acks).
+    - Every ACK a client sends is kept in ``acks``, as sent.
     """
 
     def __init__(self, *, advertise_tls_url: bool = True) -> None:
@@ -694,8 +697,18 @@ class ApacheAnswers:
         self.last_sequence_ids: dict[str, int] = {}
         self.first_ledgers: dict[str, int] = {}
         self.last_ids_answered = 0
+        self.server_version: str | None = None
+        self.acks: list[pb.CommandAck] = []
 
     def __call__(self, command: pb.BaseCommand) -> bool:
+        if command.type == Type.CONNECTED and self.server_version is not None:
+            command.connected.server_version = self.server_version
+            return True
+        if command.type == Type.ACK:
+            kept = pb.CommandAck()
+            kept.CopyFrom(command.ack)
+            self.acks.append(kept)
+            return False
         if command.type == Type.LOOKUP_RESPONSE:
             response = command.lookupTopicResponse
             if not self.url.startswith("pulsar+ssl://"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from support.official import first_unacknowledged, send_one_to_each
+from support.official import firsts_held, send_one_to_each
 
 from pulsar_spark.local import LocalBroker
 
@@ -124,9 +124,9 @@ def test_streaming_read_through_restarts(
     assert sorted(seen) == sorted(published)  # every message exactly once
     if subscription:
         partitions = [f"{TOPIC}-partition-{p}" for p in range(4)]
-        assert first_unacknowledged(url, partitions, subscription) == [None] * 4
+        assert firsts_held(url, partitions, subscription) == [[]] * 4
         later = send_one_to_each(url, partitions, "later")
-        assert first_unacknowledged(url, partitions, subscription) == later
+        assert firsts_held(url, partitions, subscription) == [[v] for v in later]
 
 
 def test_batch_write_through_restarts(spark: SparkSession, restartable: LocalBroker) -> None:

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from support.fake_broker import closed_port
-from support.official import first_unacknowledged, official_client, send_one_to_each
+from support.official import firsts_held, official_client, send_one_to_each
 from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
@@ -175,9 +175,9 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(
     assert json.loads(offsets[max(offsets)]) == ends_of(before + after + later)
     if subscription:
         partitions = [partition_of("grow", p) for p in range(3)]
-        assert first_unacknowledged(local.service_url, partitions, subscription) == [None] * 3
+        assert firsts_held(local.service_url, partitions, subscription) == [[]] * 3
         last = send_one_to_each(local.service_url, partitions, "last")
-        assert first_unacknowledged(local.service_url, partitions, subscription) == last
+        assert firsts_held(local.service_url, partitions, subscription) == [[v] for v in last]
 
 
 # --- a broker that went away ----------------------------------------------------------------------

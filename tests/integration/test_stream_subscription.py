@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from broker_proxy import apache_proxy
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from support.clients import settings_for
-from support.official import official_client
+from support.official import SUBSCRIPTION, held, official_client
 from support.streaming import (
     QUERY_TIMEOUT,
     Batches,
@@ -46,42 +47,11 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.commands import ack_set_words
 from pulsar_spark.spark.subscription import SubscriptionKeeper
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-SUBSCRIPTION = "spark-etl"
-QUIET_MS = 2000
-"""How long a consumer waits for one more message before taking the list as complete."""
-
-
-def held(
-    client: pulsar.Client,
-    topic: str,
-    subscription: str = SUBSCRIPTION,
-    *,
-    kind: pulsar.ConsumerType = pulsar.ConsumerType.Exclusive,
-    first_only: bool = False,
-) -> list[bytes]:
-    """The values the broker delivers to a consumer of ``subscription`` on ``topic`` (one
-    partition or a non-partitioned topic), in order; nothing is acknowledged."""
-    consumer = client.subscribe(
-        full(topic),
-        subscription,
-        consumer_type=kind,
-        initial_position=pulsar.InitialPosition.Latest,
-    )
-    values: list[bytes] = []
-    try:
-        while True:
-            try:
-                values.append(consumer.receive(QUIET_MS).data())
-            except pulsar.Timeout:
-                return values
-            if first_only:
-                return values
-    finally:
-        consumer.close()
 
 
 def start_query(streams: Streams, topic: str, batches: Batches, **options: str) -> None:
@@ -418,3 +388,57 @@ def test_pulsar_lite_takes_a_batch_index_ack_for_the_whole_entry(
         MessageId(sent[6].ledger, 0, -1)
     ]
     assert held(client, name, "whole-entries") == values(sent[5:])
+
+
+def test_ends_inside_batches_are_acknowledged_through_the_batch_index_on_apache_pulsar(
+    streams: Streams, broker: LocalBroker, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Through a proxy that names the broker as Apache Pulsar does, an end inside a batched
+    entry is acknowledged as Apache Pulsar expects: cumulatively through the entry before,
+    then through the end itself with ``ack_set`` naming the entry's messages after it and
+    the batch size the driver counted. Every ack carries the partition index."""
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.server_version = "Pulsar Server4.0.1"
+    try:
+        topic = pooled_partitioned_topic(2)
+        sent = streams.publish(topic, drafts(40, "a"), batch_size=5)
+        batches = Batches()
+        via = streams.through(proxy.url)
+        df = via.stream(
+            topic,
+            startingOffsets="earliest",
+            subscriptionName=SUBSCRIPTION,
+            maxMessagesPerTrigger="3",
+        )
+        drain(available_now(df, batches, streams.checkpoint))
+    finally:
+        proxy.close()
+    assert sorted(batches.all()) == sorted(sent)
+
+    size: dict[tuple[int, int, int], int] = {}
+    for m in sent:  # the last batch of a partition may hold fewer than five
+        size[(m.partition, m.ledger, m.entry)] = size.get((m.partition, m.ledger, m.entry), 0) + 1
+    inside: set[tuple[int, int, int, tuple[int, ...], int]] = set()
+    before: set[tuple[int, int, int]] = set()
+    for text in checkpoint_offsets(streams.checkpoint).values():
+        for name, end in json.loads(text).items():
+            partition, index = int(name.rpartition("-")[2]), end["batchIndex"]
+            if index >= 0:
+                ledger, entry = end["ledgerId"], end["entryId"]
+                batch = size[(partition, ledger, entry)]
+                words = tuple(ack_set_words(index + 1, batch))
+                inside.add((partition, ledger, entry, words, batch))
+                if entry > 0:
+                    before.add((partition, ledger, entry - 1))
+    assert inside  # micro-batches of 3 end inside batches of 5
+    sent_acks = [data for ack in answers.acks for data in ack.message_id]
+    assert all(ack.ack_type == pb.CommandAck.Cumulative for ack in answers.acks)
+    with_set = {
+        (d.partition, d.ledgerId, d.entryId, tuple(d.ack_set), d.batch_size)
+        for d in sent_acks
+        if d.HasField("batch_size")
+    }
+    assert with_set == inside
+    whole = {(d.partition, d.ledgerId, d.entryId) for d in sent_acks if not d.ack_set}
+    assert before <= whole
+    assert {d.partition for d in sent_acks} == {0, 1}

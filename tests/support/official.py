@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pulsar
 
+from support.topics import full
+
 COMPRESSION: dict[str, pulsar.CompressionType] = {
     "none": pulsar.CompressionType.NONE,
     "lz4": pulsar.CompressionType.LZ4,
@@ -26,25 +28,52 @@ def official_client(service_url: str) -> pulsar.Client:
     )
 
 
-def first_unacknowledged(
-    service_url: str, topics: list[str], subscription: str
-) -> list[bytes | None]:
-    """Per topic (or partition), the first message ``subscription`` still holds there, read
-    by an official Shared consumer that acknowledges nothing (None: none within 1.5 s)."""
+QUIET_MS = 2000
+"""How long a consumer waits for one more message before taking the list as complete."""
+
+
+SUBSCRIPTION = "spark-etl"
+"""The subscription name the durable-subscription tests give queries."""
+
+
+def held(
+    client: pulsar.Client,
+    topic: str,
+    subscription: str = SUBSCRIPTION,
+    *,
+    kind: pulsar.ConsumerType = pulsar.ConsumerType.Exclusive,
+    first_only: bool = False,
+) -> list[bytes]:
+    """The values the broker delivers to a consumer of ``subscription`` on ``topic`` (one
+    partition or a non-partitioned topic), in order; nothing is acknowledged."""
+    consumer = client.subscribe(
+        full(topic),
+        subscription,
+        consumer_type=kind,
+        initial_position=pulsar.InitialPosition.Latest,
+    )
+    values: list[bytes] = []
+    try:
+        while True:
+            try:
+                values.append(consumer.receive(QUIET_MS).data())
+            except pulsar.Timeout:
+                return values
+            if first_only:
+                return values
+    finally:
+        consumer.close()
+
+
+def firsts_held(service_url: str, topics: list[str], subscription: str) -> list[list[bytes]]:
+    """Per topic (or partition), the first message ``subscription`` holds there, in a list
+    (empty: none), read by a Shared consumer of the official client."""
     client = official_client(service_url)
     try:
-        firsts: list[bytes | None] = []
-        for topic in topics:
-            consumer = client.subscribe(
-                topic, subscription, consumer_type=pulsar.ConsumerType.Shared
-            )
-            try:
-                firsts.append(consumer.receive(1500).data())
-            except pulsar.Timeout:
-                firsts.append(None)
-            finally:
-                consumer.close()
-        return firsts
+        return [
+            held(client, topic, subscription, kind=pulsar.ConsumerType.Shared, first_only=True)
+            for topic in topics
+        ]
     finally:
         client.close()
 
