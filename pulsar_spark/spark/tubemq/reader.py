@@ -180,6 +180,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._policy = DataLossPolicy(options.fail_on_data_loss)
         self._partitions: dict[str, TubePartition] = {}
+        self._firsts: dict[str, int] = {}
         self._initial: dict[str, Any] | None = None
         self._available_now: dict[str, int] | None = None
         self._latest: dict[str, Any] | None = None
@@ -244,8 +245,12 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue  # vanished (reported when the batch was planned)
             first = begin.get(key)
             last = finish[key]
-            if first is None:  # a partition that appeared: from its first offset on
-                reads.append(task(self.options, partition, 0, last, check_start=False))
+            if first is None or first > last:
+                # A partition that appeared, or whose store went back (reported as lost data
+                # when the batch was planned): from its first offset on.
+                first = self._firsts.get(key, 0)
+                if first < last:
+                    reads.append(task(self.options, partition, first, last, check_start=False))
             elif first < last:
                 reads.append(task(self.options, partition, first, last, check_start=True))
         return reads
@@ -264,4 +269,5 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _bounds(self) -> dict[str, tuple[TubePartition, Bounds]]:
         found = current_bounds(self.options)
         self._partitions = {key: partition for key, (partition, _) in found.items()}
+        self._firsts = {key: bounds.first for key, (_, bounds) in found.items()}
         return found
