@@ -7,14 +7,16 @@ How this works
 next partition in turn (round-robin, starting at ``first``), over one connection per broker.
 A SendMessage reply is the broker's acknowledgement: with errCode 200 the message is stored,
 and anything else raises its :class:`~pulsar_spark.errors.TubeMQServerError`, so a
-:meth:`send` that returns has been stored. There is no batching: the Java client sends one
-message per call too.
+:meth:`send` that returns has been stored. Each message is its own SendMessage (the protocol
+has no batch), but :meth:`send_all` sends a window of them back to back and then waits for
+all the acknowledgements, instead of one round trip per message.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pulsar_spark.client.address import BrokerAddress
@@ -28,6 +30,16 @@ from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.protocol.tubemq import messages
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.protocol.tubemq.metadata import ipv4_to_int
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to send: its value, attribute string and system items."""
+
+    value: bytes
+    attributes: str | None = None
+    msg_type: str | None = None
+    msg_time: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +91,36 @@ class TubeMQProducer:
         msg_time: str | None = None,
     ) -> Sent:
         """Store one message; returns once the broker acknowledged it (raises otherwise)."""
+        return self.send_all([Outgoing(value, attributes, msg_type, msg_time)])[0]
+
+    def send_all(self, outgoing: Sequence[Outgoing]) -> list[Sent]:
+        """Store the messages, each on the next partition in turn; returns once every one is
+        acknowledged, and raises the first refusal otherwise. The requests to a broker go out
+        back to back (:meth:`TubeMQConnection.call_all`), one round trip for all of them."""
+        planned = [(self._next_partition(), message) for message in outgoing]
+        by_broker: dict[int, list[int]] = {}
+        for index, (partition, _) in enumerate(planned):
+            by_broker.setdefault(partition.broker.broker_id, []).append(index)
+        sent: dict[int, Sent] = {}
+        for indexes in by_broker.values():
+            replies = self._connection(planned[indexes[0]][0]).call_all(
+                [self._request(*planned[i]) for i in indexes],
+                broker_pb.SendMessageResponseB2P,
+                timeout=self._timeout,
+            )
+            for index, reply in zip(indexes, replies, strict=True):
+                sent[index] = Sent(planned[index][0], reply.messageId, reply.appendOffset)
+        return [sent[index] for index in range(len(planned))]
+
+    def _next_partition(self) -> TubePartition:
         partition = self.partitions[self._next]
         self._next = (self._next + 1) % len(self.partitions)
-        data, flag = messages.encode_payload(value, attributes)
+        return partition
+
+    def _request(
+        self, partition: TubePartition, message: Outgoing
+    ) -> broker_pb.SendMessageRequestP2B:
+        data, flag = messages.encode_payload(message.value, message.attributes)
         request = broker_pb.SendMessageRequestP2B(
             clientId=self._client,
             topicName=partition.topic,
@@ -91,14 +130,11 @@ class TubeMQProducer:
             checkSum=messages.checksum(data),
             sentAddr=self._address,
         )
-        if msg_type:
-            request.msgType = msg_type
-        if msg_time:
-            request.msgTime = msg_time
-        reply = self._connection(partition).call(
-            request, broker_pb.SendMessageResponseB2P, timeout=self._timeout
-        )
-        return Sent(partition, reply.messageId, reply.appendOffset)
+        if message.msg_type:
+            request.msgType = message.msg_type
+        if message.msg_time:
+            request.msgTime = message.msg_time
+        return request
 
     def close(self) -> None:
         self._open.close()

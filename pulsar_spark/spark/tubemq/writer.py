@@ -7,9 +7,10 @@ Columns: ``value`` (binary or string, required; a string is sent as UTF-8) and `
 contain ``,`` or ``=``, and a row with a null value is refused.
 
 Each task sends its rows round-robin over the topic's partitions, starting at the task's own
-partition number, and every SendMessage waits for the broker's acknowledgement, so a task that
-returns has all its rows stored; any failure fails the task, which Spark retries. A retry
-resends all its rows: delivery is at-least-once.
+partition number, in windows of :data:`WINDOW` messages sent back to back, and waits for every
+acknowledgement of a window before the next, so a task that returns has all its rows stored.
+Any failure fails the task, which Spark retries; a retry resends all its rows: delivery is
+at-least-once.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from pulsar_spark.client.tubemq.producer import TubeMQProducer
+from pulsar_spark.client.tubemq.producer import Outgoing, TubeMQProducer
 from pulsar_spark.errors import ConfigurationError, LocalProtocolError
 from pulsar_spark.protocol.tubemq.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes
 from pulsar_spark.spark.tubemq.options import TubeMQWriteOptions
 
+# Messages sent back to back before waiting for their acknowledgements.
+WINDOW = 500
 ACCEPTED = "value (binary or string), attributes (map<string,string>)"
 
 
@@ -74,20 +77,28 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
         options.masters, options.topic, first=first, timeout=options.timeout
     ) as producer:
         for batch in batches:
-            values = batch.column("value").to_pylist()
-            has_attributes = "attributes" in batch.schema.names
-            attributes = batch.column("attributes").to_pylist() if has_attributes else None
-            for row, value in enumerate(values):
-                if value is None:
-                    raise ConfigurationError(
-                        "column 'value': a row has a null value; TubeMQ messages need a body"
-                    )
-                body = value.encode("utf-8") if isinstance(value, str) else value
-                items = dict(attributes[row] or []) if attributes is not None else {}
-                text, msg_type, msg_time = _attributes(items)
-                producer.send(body, text, msg_type=msg_type, msg_time=msg_time)
-                count += 1
+            for start in range(0, batch.num_rows, WINDOW):
+                outgoing = _outgoing(batch.slice(start, WINDOW))
+                producer.send_all(outgoing)
+                count += len(outgoing)
     return count
+
+
+def _outgoing(batch: pa.RecordBatch) -> list[Outgoing]:
+    values = batch.column("value").to_pylist()
+    has_attributes = "attributes" in batch.schema.names
+    attributes = batch.column("attributes").to_pylist() if has_attributes else None
+    outgoing = []
+    for row, value in enumerate(values):
+        if value is None:
+            raise ConfigurationError(
+                "column 'value': a row has a null value; TubeMQ messages need a body"
+            )
+        body = value.encode("utf-8") if isinstance(value, str) else value
+        items = dict(attributes[row] or []) if attributes is not None else {}
+        text, msg_type, msg_time = _attributes(items)
+        outgoing.append(Outgoing(body, text, msg_type, msg_time))
+    return outgoing
 
 
 def _attributes(items: dict[str, str | None]) -> tuple[str | None, str | None, str | None]:
