@@ -3,12 +3,15 @@ micro-batches start and end, Trigger.AvailableNow, and what counts as lost data.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from pulsar_spark.client.tubemq.cluster import TubePartition
-from pulsar_spark.client.tubemq.consumer import Bounds
+from pulsar_spark.client.tubemq.consumer import Batch, Bounds
 from pulsar_spark.errors import DataLossError
+from pulsar_spark.protocol.tubemq.messages import TubeMessage
 from pulsar_spark.protocol.tubemq.metadata import BrokerInfo
 from pulsar_spark.spark.tubemq import reader as reader_module
 from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions
@@ -132,3 +135,22 @@ def test_tasks_get_the_options_only() -> None:
     copy.__setstate__(reader.__getstate__())
     assert copy.options == reader.options
     assert copy._partitions == {}
+
+
+def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    def moved_start(
+        *args: object, on_start_moved: Callable[[int], None], **kwargs: object
+    ) -> Iterator[Batch]:
+        on_start_moved(56)  # retention removed offsets 28 and 42
+        yield Batch(56, [TubeMessage(7, b"v", None, 0)])
+
+    monkeypatch.setattr(reader_module, "read_range", moved_start)
+    read = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=True)
+    with pytest.raises(DataLossError, match="from offset 28, which the store no longer holds"):
+        list(reader_module.read_partition(read))
+    relaxed = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=False)
+    [batch] = reader_module.read_partition(relaxed)
+    assert batch.to_pylist()[0]["offset"] == 56
+    # a partition that appeared is read from wherever its store starts
+    quiet = TubeRead(partition(0), 0, 84, "g", 1.0, fail_on_data_loss=True, check_start=False)
+    assert len(list(reader_module.read_partition(quiet))) == 1
