@@ -141,7 +141,7 @@ def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.Monk
     def moved_start(
         *args: object, on_start_moved: Callable[[int], None], **kwargs: object
     ) -> Iterator[Batch]:
-        on_start_moved(56)  # retention removed offsets 28 and 42
+        on_start_moved(56)  # retention removed what lay before offset 56
         yield Batch(56, [TubeMessage(7, b"v", None, 0)])
 
     monkeypatch.setattr(reader_module, "read_range", moved_start)
