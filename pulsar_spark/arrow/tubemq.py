@@ -6,9 +6,10 @@ column      type                meaning
 value       binary              the message body, without its attributes
 topic       string              the topic
 partition   string              ``brokerId:topic:partitionId``
-offset      bigint              the store offset where the GetMessage read that returned the
-                                message started: the message's own offset or an earlier one
-                                (messages carry no offset of their own; see
+offset      bigint              the message's store offset when the read that returned it
+                                scanned only this partition's messages; otherwise the offset
+                                where that read started, an earlier one (messages carry no
+                                offset of their own; see
                                 :mod:`pulsar_spark.client.tubemq.consumer`)
 attributes  map<string,string>  the ``k=v`` attribute items, system items ``$msgType$`` and
                                 ``$msgTime$`` included; empty map when none
@@ -58,9 +59,9 @@ def msg_time(text: str | None) -> datetime | None:
 
 
 def messages_to_batch(
-    topic: str, partition: str, offset: int, messages: Sequence[TubeMessage]
+    topic: str, partition: str, offsets: Sequence[int], messages: Sequence[TubeMessage]
 ) -> pa.RecordBatch:
-    """One record batch of the messages one read returned at store ``offset``."""
+    """One record batch of ``messages``, the message at index i with offset ``offsets[i]``."""
     attributes = [parse_attributes(m.attributes) for m in messages]
     count = len(messages)
     return pa.RecordBatch.from_arrays(
@@ -68,7 +69,7 @@ def messages_to_batch(
             pa.array([m.value for m in messages], pa.binary()),
             pa.array([topic] * count, pa.string()),
             pa.array([partition] * count, pa.string()),
-            pa.array([offset] * count, pa.int64()),
+            pa.array(offsets, pa.int64()),
             pa.array([list(a.items()) for a in attributes], PROPERTIES_TYPE),
             pa.array([msg_time(a.get(MSG_TIME_KEY)) for a in attributes], TIMESTAMP_TYPE),
         ],

@@ -21,6 +21,7 @@ from support.tubemq_cluster import HOST, JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import (
     README_IN_TOPIC,
     README_OUT_TOPIC,
+    SPARK_OFFSETS_TOPIC,
     SPARK_READ_TOPIC,
     SPARK_STREAM_TOPIC,
     SPARK_WRITE_TOPIC,
@@ -28,6 +29,7 @@ from support.tubemq_fixtures import (
 )
 
 from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.client.tubemq.cluster import lookup_partitions
 from pulsar_spark.client.tubemq.producer import TubeMQProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
@@ -83,14 +85,37 @@ def test_spark_reads_what_the_java_client_wrote(
         load(spark, tubemq_cluster, SPARK_READ_TOPIC, startingOffsets=from_second)
     ) == sorted([(*plain[:3], 28, *plain[4:]), (*attrs_only[:3], 28, *attrs_only[4:])])
     # Ending at offset 0: nothing. Ending at 28 reads every partition's reply that starts
-    # before 28, and each partition's only reply starts at 0 and carries all its messages: a
-    # reply is never cut, so the messages at 28 and 56 come along.
+    # before 28, and each partition's only reply starts at 0 and carries all its messages.
+    # The replies scanned other partitions' entries too, so their messages' own offsets are
+    # unknown and the replies cannot be cut: the messages at 28 and 56 come along.
     nothing = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), 0))
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=nothing)) == []
     to_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY))
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=to_second)) == sorted(
         [full, plain, attrs_only]
     )
+
+
+def test_offsets_are_exact_where_a_partition_has_the_store_alone(
+    spark: SparkSession, tubemq_cluster: TubeMQCluster, tubemq_topics: tuple[str, ...]
+) -> None:
+    masters = (BrokerAddress(HOST, tubemq_cluster.master_port),)
+    first, *_ = lookup_partitions(masters, SPARK_OFFSETS_TOPIC)
+    with TubeMQProducer([first]) as producer:
+        for i in range(4):
+            producer.send(f"only {i}".encode())
+    key = first.key
+
+    def read(**options: str) -> list[tuple[bytes, int]]:
+        df = load(spark, tubemq_cluster, SPARK_OFFSETS_TOPIC, **options)
+        return [(r[0], r[3]) for r in rows(df)]
+
+    every = [(f"only {i}".encode(), INDEX_ENTRY * i) for i in range(4)]
+    assert read() == every
+    # every read scanned this partition's messages only: ranges are cut exactly
+    assert read(endingOffsets=json.dumps({key: 2 * INDEX_ENTRY})) == every[:2]
+    window = {"startingOffsets": json.dumps({key: INDEX_ENTRY})}
+    assert read(**window, endingOffsets=json.dumps({key: 3 * INDEX_ENTRY})) == every[1:3]
 
 
 def test_java_client_reads_what_spark_wrote(

@@ -17,6 +17,8 @@ TUBEMQ_TOPIC = "pyspark_wire"
 SPARK_READ_TOPIC = "pyspark_read"
 SPARK_WRITE_TOPIC = "pyspark_write"
 SPARK_STREAM_TOPIC = "pyspark_stream"
+# Written to one partition only, so that the reads there know each message's offset.
+SPARK_OFFSETS_TOPIC = "pyspark_offsets"
 # The README's example copies one topic to another.
 README_IN_TOPIC = "pyspark_readme_in"
 README_OUT_TOPIC = "pyspark_readme_out"
@@ -25,6 +27,7 @@ TUBEMQ_TOPICS = (
     SPARK_READ_TOPIC,
     SPARK_WRITE_TOPIC,
     SPARK_STREAM_TOPIC,
+    SPARK_OFFSETS_TOPIC,
     README_IN_TOPIC,
     README_OUT_TOPIC,
 )

@@ -123,7 +123,7 @@ def test_messages_to_batch() -> None:
     batch = messages_to_batch(
         "t",
         "1:t:0",
-        84,
+        [84, 112],
         [
             TubeMessage(1, b"a", "$msgType$=x,$msgTime$=202611251530,k=v", 1),
             TubeMessage(2, b"", None, 0),
@@ -143,7 +143,7 @@ def test_messages_to_batch() -> None:
             "value": b"",
             "topic": "t",
             "partition": "1:t:0",
-            "offset": 84,
+            "offset": 112,
             "attributes": [],
             "timestamp": None,
         },

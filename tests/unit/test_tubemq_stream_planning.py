@@ -154,3 +154,26 @@ def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.Monk
     # a partition that appeared is read from wherever its store starts
     quiet = TubeRead(partition(0), 0, 84, "g", 1.0, fail_on_data_loss=True, check_start=False)
     assert len(list(reader_module.read_partition(quiet))) == 1
+
+
+def test_message_offsets_are_known_when_a_read_scanned_only_its_messages() -> None:
+    two = [TubeMessage(1, b"a", None, 0), TubeMessage(2, b"b", None, 0)]
+    assert Batch(56, two, scanned_to=112).message_offsets() == [56, 84]
+    assert Batch(56, two, scanned_to=140).message_offsets() is None  # another entry between
+    assert Batch(56, two).message_offsets() is None
+
+
+def test_a_range_is_cut_at_its_end_when_offsets_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    three = [TubeMessage(i, bytes([i]), None, 0) for i in range(3)]
+    replies = {
+        "exact": Batch(0, three, scanned_to=84),
+        "mixed": Batch(0, three, scanned_to=112),
+    }
+    read = TubeRead(partition(0), 0, 56, "g", 1.0, fail_on_data_loss=True)
+    for kind, expected in (("exact", [(b"\x00", 0), (b"\x01", 28)]), ("mixed", None)):
+        monkeypatch.setattr(
+            reader_module, "read_range", lambda *a, k=kind, **kw: iter([replies[k]])
+        )
+        [batch] = reader_module.read_partition(read)
+        got = [(r["value"], r["offset"]) for r in batch.to_pylist()]
+        assert got == (expected or [(bytes([i]), 0) for i in range(3)])

@@ -7,13 +7,17 @@ with ``currOffset`` set: the broker moves the group's offset there, clamped to w
 holds, and answers with the offset it took. Every GetMessage then returns the partition's
 messages found from the group's offset on and moves the offset past what it scanned; the
 reply's ``currOffset`` is where that read started. errCode 404 means the offset reached the
-end of the store. No master is involved, and nothing is committed: each read registers at the
-offset it wants, so the group's stored offset never matters.
+end of the store. No master is involved, and the group's stored offset never matters: each
+read registers at the offset it wants (CommitOffset is only asked where the offset stands).
 
 Offsets are positions in the store's index, 28 bytes per message, shared by the partitions
-of a store, and a reply cannot be cut: its messages carry no offset of their own. So a read of
-``[start, end)`` returns every reply that starts before ``end``; a reply that starts before
-``end`` but ran past it (messages appended after ``end`` was chosen) is returned whole.
+of a store, and the messages of a reply carry no offset of their own. The next read's start
+(or the group's offset after the last one) is where a read stopped: when that span holds one
+index entry per message returned, every entry was one of them and each message's offset is
+known (:meth:`Batch.message_offsets`); when other partitions' messages lay between them, only
+the span is. So a read of ``[start, end)`` returns every reply that starts before ``end``, and
+a reply that ran past ``end`` (messages appended after ``end`` was chosen) can be cut at
+``end`` only when its messages' offsets are known.
 
 :func:`offset_bounds` finds a partition's first and end offsets the same way: registering at
 offset 0 is clamped to the store's first offset, at a huge offset to its end.
@@ -22,6 +26,7 @@ offset 0 is clamped to the store's first offset, at a huge offset to its end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +42,8 @@ REGISTER = 31
 UNREGISTER = 32
 READ_NORMAL = 0
 END_OF_DATA = 404
+# Bytes of store index per message: offsets of consecutive messages of a store differ by this.
+INDEX_ENTRY_SIZE = 28
 # An offset beyond any store: registering there is clamped to the store's end.
 PAST_ANY_END = 2**62
 
@@ -51,10 +58,22 @@ class Bounds:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """The messages of one GetMessage reply and the store offset where its read started."""
+    """The messages of one GetMessage reply, the store offset where its read started and,
+    once the next read showed it, the offset where it stopped (``scanned_to``)."""
 
     offset: int
     messages: list[TubeMessage]
+    scanned_to: int | None = None
+
+    def message_offsets(self) -> list[int] | None:
+        """Each message's own offset, when the read scanned nothing but these messages (its
+        span is one index entry per message); None when other partitions' entries lay
+        between them, or the span is not known."""
+        if self.scanned_to is None:
+            return None
+        if self.scanned_to - self.offset != INDEX_ENTRY_SIZE * len(self.messages):
+            return None
+        return [self.offset + INDEX_ENTRY_SIZE * i for i in range(len(self.messages))]
 
 
 class PartitionConsumer:
@@ -197,8 +216,15 @@ def read_range(
 
 
 def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[Batch]:
+    """The replies from the registered offset to ``end``, each yielded once the next read
+    (or the group's offset at the end) showed where it stopped."""
     deadline = time.monotonic() + timeout
-    last = -1
+    pending: Batch | None = None
+
+    def done(scanned_to: int) -> Iterator[Batch]:
+        if pending is not None:
+            yield dataclasses.replace(pending, scanned_to=scanned_to)
+
     while True:
         try:
             batch = consumer.fetch()
@@ -210,7 +236,9 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
         if batch is None:
             # 404 also answers a read while the broker flushes its memory cache: it is the
             # end only once the group's offset reached ``end``.
-            if consumer.position() >= end:
+            position = consumer.position()
+            if position >= end:
+                yield from done(position)
                 return
             if time.monotonic() > deadline:
                 raise RequestTimeoutError(
@@ -219,14 +247,17 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
             time.sleep(0.05)
             continue
         if batch.offset >= end:
+            yield from done(batch.offset)
             return
-        if batch.offset == last:  # the broker held the offset (flow control): ask again
+        if pending is not None and batch.offset == pending.offset:
+            # the broker held the offset (flow control): ask again
             if time.monotonic() > deadline:
                 raise RequestTimeoutError(
-                    f"partition {consumer.partition.key} stopped at offset {last} before {end}"
+                    f"partition {consumer.partition.key} stopped at offset {batch.offset} "
+                    f"before {end}"
                 )
             time.sleep(0.05)
             continue
         deadline = time.monotonic() + timeout
-        last = batch.offset
-        yield batch
+        yield from done(batch.offset)
+        pending = batch

@@ -13,10 +13,11 @@ A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` 
 to read, per partition). A micro-batch ends where each partition ended when it was planned;
 under Trigger.AvailableNow, where they ended when the query started. A partition that
 vanished, whose end moved back, or whose checkpointed offset the store no longer holds is lost
-data (``failOnDataLoss``). The read of a range cannot stop inside a GetMessage reply: when
-messages are written while a micro-batch is read, its last reply may carry messages written
-after the batch was planned, and the next micro-batch, which starts at the planned end, reads
-them again.
+data (``failOnDataLoss``). A read stops exactly at its end offset when the messages' own
+offsets are known (a reply that scanned only this partition's messages); otherwise it cannot
+stop inside a GetMessage reply: when messages are written while a micro-batch is read, its
+last reply may carry messages written after the batch was planned, and the next micro-batch,
+which starts at the planned end, reads them again.
 """
 
 from __future__ import annotations
@@ -106,10 +107,15 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
         timeout=read.timeout,
         on_start_moved=moved,
     ):
-        if batch.messages:
-            yield messages_to_batch(
-                read.partition.topic, read.partition.key, batch.offset, batch.messages
-            )
+        found = batch.messages
+        offsets = batch.message_offsets()
+        if offsets is None:
+            offsets = [batch.offset] * len(found)
+        else:  # each message's offset is known: the range ends exactly at ``end``
+            found = [m for m, offset in zip(found, offsets, strict=True) if offset < read.end]
+            offsets = offsets[: len(found)]
+        if found:
+            yield messages_to_batch(read.partition.topic, read.partition.key, offsets, found)
 
 
 def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
