@@ -1,6 +1,8 @@
-"""pulsar-spark: read and write Apache Pulsar from PySpark over Pulsar's binary protocol.
+"""pulsar-spark: read and write Apache Pulsar from PySpark over Pulsar's binary protocol, and
+Apache InLong TubeMQ over TubeMQ's.
 
-After ``pip install pulsar-spark`` the ``pulsar`` format is available in new Spark sessions.
+After ``pip install pulsar-spark`` the ``pulsar`` and ``tubemq`` formats are available in new
+Spark sessions.
 For an editable install, or a session started before the package was installed, call
 :func:`register` once.
 """
@@ -18,10 +20,12 @@ __all__ = ["__version__", "lag", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``pulsar`` data source with ``spark`` (idempotent)."""
+    """Register the ``pulsar`` and ``tubemq`` data sources with ``spark`` (idempotent)."""
     from pulsar_spark.spark.datasource import PulsarDataSource
+    from pulsar_spark.spark.tubemq.datasource import TubeMQDataSource
 
     spark.dataSource.register(PulsarDataSource)
+    spark.dataSource.register(TubeMQDataSource)
 
 
 def lag(query: Any) -> dict[str, int | None]:

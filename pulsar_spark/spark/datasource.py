@@ -62,11 +62,16 @@ class PulsarDataSource(DataSource):
 def _write_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteOptions:
     from pulsar_spark.spark.writer import check_schema
 
-    if overwrite:
-        raise ConfigurationError(
-            "Pulsar topics are append-only: use mode('append') (overwrite would need to delete "
-            "messages, which the connector never does)"
-        )
+    refuse_overwrite(overwrite, "Pulsar")
     parsed = WriteOptions.parse(options)
     check_schema(schema, parsed)
     return parsed
+
+
+def refuse_overwrite(overwrite: bool, system: str) -> None:
+    """Refuse a write in overwrite mode: topics only ever grow."""
+    if overwrite:
+        raise ConfigurationError(
+            f"{system} topics are append-only: use mode('append') (overwrite would need to "
+            "delete messages, which the connector never does)"
+        )

@@ -52,7 +52,12 @@ class OptionValues:
         return name.lower() in self._values
 
     def refuse_unknown(
-        self, known: tuple[str, ...], purpose: str, without_effect: Collection[str] = ()
+        self,
+        known: tuple[str, ...],
+        purpose: str,
+        without_effect: Collection[str] = (),
+        *,
+        system: str = "Pulsar",
     ) -> None:
         """Refuse an option that is neither ``known`` nor one of ``without_effect`` (names
         the Java client has, accepted with a warning that they change nothing here)."""
@@ -67,7 +72,7 @@ class OptionValues:
             close = difflib.get_close_matches(key, [*lower, *ignored], n=1)
             hint = f" Did you mean {(lower | ignored)[close[0]]!r}?" if close else ""
             raise ConfigurationError(
-                f"unknown option {key!r} for {purpose} Pulsar.{hint} "
+                f"unknown option {key!r} for {purpose} {system}.{hint} "
                 f"Known options: {', '.join(known)}"
             )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
@@ -56,6 +56,26 @@ PositionSpec = Earliest | Latest | Specific | AtTime
 
 def parse_offsets(option: str, text: str, *, default: Bound) -> PositionSpec:
     """Parse a startingOffsets/endingOffsets value."""
+    data = bound_or_json(
+        option,
+        text,
+        "topic-partition -> position",
+        '{"persistent://public/default/t-partition-0": '
+        '{"ledgerId": 7, "entryId": 12, "batchIndex": -1}}',
+    )
+    if not isinstance(data, dict):
+        return data
+    positions = tuple(
+        sorted((_topic_key(option, k), _position(option, k, v)) for k, v in data.items())
+    )
+    return Specific(positions, default)
+
+
+def bound_or_json(
+    option: str, text: str, what: str, example: str
+) -> Earliest | Latest | dict[str, Any]:
+    """``earliest``, ``latest`` or a non-empty JSON object of ``what`` (errors name ``option``
+    and show ``example``), as startingOffsets/endingOffsets take them."""
     value = text.strip()
     if value.lower() == "earliest":
         return Earliest()
@@ -66,18 +86,13 @@ def parse_offsets(option: str, text: str, *, default: Bound) -> PositionSpec:
     except json.JSONDecodeError as exc:
         raise ConfigurationError(
             f"option {option!r}: {text!r} is neither 'earliest', 'latest' nor a JSON object "
-            f"of topic-partition -> position ({exc.msg})"
+            f"of {what} ({exc.msg})"
         ) from exc
     if not isinstance(data, dict) or not data:
         raise ConfigurationError(
-            f"option {option!r}: expected a non-empty JSON object of topic-partition -> "
-            'position, e.g. {"persistent://public/default/t-partition-0": '
-            '{"ledgerId": 7, "entryId": 12, "batchIndex": -1}}'
+            f"option {option!r}: expected a non-empty JSON object of {what}, e.g. {example}"
         )
-    positions = tuple(
-        sorted((_topic_key(option, k), _position(option, k, v)) for k, v in data.items())
-    )
-    return Specific(positions, default)
+    return data
 
 
 def parse_time(option: str, text: str) -> AtTime:

@@ -120,16 +120,21 @@ def test_wheel_holds_every_module_of_the_source(installed: Installed) -> None:
         metadata = email.message_from_bytes(archive.read(metadata_name))
 
     autoload = "pulsar_spark/spark/autoload/"
+    autoload_tubemq = "pulsar_spark/spark/autoload_tubemq/"
     source = {
         str(path.relative_to(ROOT))
         for path in (ROOT / "pulsar_spark").rglob("*")
         if path.suffix in {".py", ".pyi", ".typed"} and "__pycache__" not in path.parts
     }
-    expected = {n.replace(autoload, "pyspark_pulsar/") for n in source}
+    expected = {
+        n.replace(autoload, "pyspark_pulsar/").replace(autoload_tubemq, "pyspark_tubemq/")
+        for n in source
+    }
     assert {n for n in names if ".dist-info/" not in n} == expected
 
     for module in (
         "pyspark_pulsar/__init__.py",  # Spark's data-source auto-discovery imports it
+        "pyspark_tubemq/__init__.py",
         "pulsar_spark/jobs/__init__.py",
         "pulsar_spark/jobs/topic_to_parquet.py",
         "pulsar_spark/jobs/demo.py",

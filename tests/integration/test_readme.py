@@ -49,6 +49,7 @@ PYTHON_EXAMPLES = [
     "secure-token",  # the secure examples run in test_secure_spark.py
     "secure-mtls",
     "secure-oauth2",
+    "tubemq",  # runs in test_tubemq_spark.py
 ]
 SETUP_NAMES = {"spark", "url", "topic", "out", "ckpt"}
 FIRST_WRITE = 1000

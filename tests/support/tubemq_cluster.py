@@ -7,7 +7,7 @@ directory of their own, so the cluster never meets another one on the machine.
 ``stop.sh --clean`` stops exactly the processes ``start.sh`` recorded.
 
 A new topic takes 70 to 110 s to reach the broker (it arrives on a broker heartbeat); create
-topics once per session. :class:`JavaProbe` compiles and runs
+topics once per session, all in one go. :class:`JavaProbe` compiles and runs
 ``tests/support/tubemq_java/TubeMQProbe.java`` against the cluster.
 """
 
@@ -57,9 +57,10 @@ class TubeMQCluster:
     def master(self) -> str:
         return f"{HOST}:{self.master_port}"
 
-    def create_topic(self, name: str, partitions: int) -> None:
-        """Deploy ``name`` on broker 1 and wait until the broker has loaded it."""
-        self._script("topic.sh", "add", name, str(partitions), timeout=300)
+    def create_topics(self, names: tuple[str, ...], partitions: int) -> None:
+        """Deploy ``names`` on broker 1 in one go and wait until the broker has loaded them
+        (the master takes a comma-separated list, so the wait is paid once)."""
+        self._script("topic.sh", "add", ",".join(names), str(partitions), timeout=300)
 
     def stop(self) -> None:
         self._script("stop.sh", "--clean", timeout=120)

@@ -12,6 +12,25 @@ import pytest
 from .tubemq_cluster import JavaProbe, TubeMQCluster
 
 TUBEMQ_TOPIC = "pyspark_wire"
+# The Spark tests' topics: read (written by the Java client), write (read by the Java client)
+# and stream.
+SPARK_READ_TOPIC = "pyspark_read"
+SPARK_WRITE_TOPIC = "pyspark_write"
+SPARK_STREAM_TOPIC = "pyspark_stream"
+# Written to one partition only, so that the reads there know each message's offset.
+SPARK_OFFSETS_TOPIC = "pyspark_offsets"
+# The README's example copies one topic to another.
+README_IN_TOPIC = "pyspark_readme_in"
+README_OUT_TOPIC = "pyspark_readme_out"
+TUBEMQ_TOPICS = (
+    TUBEMQ_TOPIC,
+    SPARK_READ_TOPIC,
+    SPARK_WRITE_TOPIC,
+    SPARK_STREAM_TOPIC,
+    SPARK_OFFSETS_TOPIC,
+    README_IN_TOPIC,
+    README_OUT_TOPIC,
+)
 TUBEMQ_PARTITIONS = 3
 
 
@@ -26,9 +45,16 @@ def tubemq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TubeMQC
 
 
 @pytest.fixture(scope="session")
-def tubemq_topic(tubemq_cluster: TubeMQCluster) -> str:
-    """A topic of ``TUBEMQ_PARTITIONS`` partitions, loaded by the broker (takes 70-110 s)."""
-    tubemq_cluster.create_topic(TUBEMQ_TOPIC, TUBEMQ_PARTITIONS)
+def tubemq_topics(tubemq_cluster: TubeMQCluster) -> tuple[str, ...]:
+    """Every topic of :data:`TUBEMQ_TOPICS`, of ``TUBEMQ_PARTITIONS`` partitions each, loaded
+    by the broker. A new topic takes 70-110 s to get there, so all are created in one go."""
+    tubemq_cluster.create_topics(TUBEMQ_TOPICS, TUBEMQ_PARTITIONS)
+    return TUBEMQ_TOPICS
+
+
+@pytest.fixture(scope="session")
+def tubemq_topic(tubemq_topics: tuple[str, ...]) -> str:
+    """The wire tests' topic."""
     return TUBEMQ_TOPIC
 
 

@@ -133,7 +133,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cluster = TubeMQCluster.start(Path(tmp) / "run")
         try:
-            cluster.create_topic(TOPIC, 3)
+            cluster.create_topics((TOPIC,), 3)
             probe = JavaProbe(Path(tmp))
             master = RecordingProxy(HOST, cluster.master_port)
             broker = RecordingProxy(HOST, cluster.broker_port)

@@ -209,3 +209,33 @@ def test_wrong_response_type_is_a_caller_error() -> None:
 def test_nothing_listening_is_unreachable() -> None:
     with pytest.raises(errors.BrokerUnreachableError, match=r"cannot connect to 127\.0\.0\.1:"):
         TubeMQConnection("127.0.0.1", closed_port(), connect_timeout=2)
+
+
+def test_call_all_matches_replies_answered_out_of_order() -> None:
+    held: list[rpc.Request] = []
+
+    def answer_in_reverse(request: rpc.Request) -> bytes:
+        held.append(request)
+        if len(held) < 3:
+            return b""
+        return b"".join(commit_reply(r.serial_no, offset=r.serial_no * 28) for r in held[::-1])
+
+    with (
+        scripted_server(answer_in_reverse) as (port, seen),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        replies = conn.call_all([COMMIT] * 3, broker_pb.CommitOffsetResponseB2C)
+    assert [r.currOffset for r in replies] == [28, 56, 84]
+    assert [r.serial_no for r in seen] == [1, 2, 3]
+
+
+def test_call_all_raises_the_first_error_code_in_request_order() -> None:
+    def second_refused(request: rpc.Request) -> bytes:
+        return commit_reply(request.serial_no, code=410 if request.serial_no == 2 else 200)
+
+    with (
+        scripted_server(second_refused) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+        pytest.raises(errors.TubeMQPartitionOccupiedError),
+    ):
+        conn.call_all([COMMIT] * 3, broker_pb.CommitOffsetResponseB2C)

@@ -10,6 +10,9 @@ the call's deadline, so a silent server ends in :class:`~pulsar_spark.errors.Req
 rather than a hang; after a timeout or any failure the connection is closed, because the
 stream may hold half a frame.
 
+:meth:`TubeMQConnection.call_all` sends several requests back to back and waits for all
+their replies (pipelining), which the producer uses to keep a window of messages in flight.
+
 A reply whose ``errCode`` is not 200 raises its
 :class:`~pulsar_spark.errors.TubeMQServerError` unless the caller asks for the reply as it is
 (``check=False``), which GetMessage needs: its 404 only means "nothing new yet".
@@ -21,6 +24,7 @@ import itertools
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import TypeVar, cast
 
 from google.protobuf.message import Message
@@ -75,45 +79,76 @@ class TubeMQConnection:
         server closes the socket, TubeMQRemoteCallError when it answers with an exception,
         and (with ``check``) the TubeMQServerError for a reply's errCode.
         """
-        call = rpc.call_for(request)
-        if call.response_type is not response_type:
-            expected = call.response_type.__name__
-            raise TypeError(f"{type(request).__name__} is answered by {expected}")
+        return self.call_all([request], response_type, timeout=timeout, check=check)[0]
+
+    def call_all(
+        self,
+        requests: Sequence[Message],
+        response_type: type[R],
+        *,
+        timeout: float = 10.0,
+        check: bool = True,
+    ) -> list[R]:
+        """Send ``requests`` (all of one call) back to back; their replies, in request order.
+
+        The server handles the requests as they arrive and answers each under its serial
+        number, so a batch costs one round trip instead of one per request. Failures are those
+        of :meth:`call`; ``timeout`` bounds the whole batch, and with ``check`` the first reply
+        (in request order) with an error code raises.
+        """
+        calls = {rpc.call_for(request) for request in requests}
+        for call in calls:
+            if call.response_type is not response_type:
+                expected = call.response_type.__name__
+                raise TypeError(f"{call.request_type.__name__} is answered by {expected}")
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError(f"connection to {self.address} is closed")
-            serial_no = next(self._serial) % (1 << 31)  # a positive int32, wrapping
+            # positive int32 serial numbers, wrapping
+            serials = [next(self._serial) % (1 << 31) for _ in requests]
             try:
-                response = self._exchange(serial_no, request, timeout)
+                responses = self._exchange(serials, requests, timeout)
             except PulsarSparkError:
                 self.close()
                 raise
-        if response.call is not call:
-            self.close()
-            raise RemoteProtocolError(
-                f"{self.address} answered method {call.method} with method {response.call.method}"
-            )
-        if check:
-            rpc.raise_for_error_code(cast("rpc.Replied", response.message))
-        return cast("R", response.message)
+        for request, response in zip(requests, responses, strict=True):
+            expected_call = rpc.call_for(request)
+            if response.call is not expected_call:
+                self.close()
+                raise RemoteProtocolError(
+                    f"{self.address} answered method {expected_call.method} with method "
+                    f"{response.call.method}"
+                )
+            if check:
+                rpc.raise_for_error_code(cast("rpc.Replied", response.message))
+        return [cast("R", response.message) for response in responses]
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
         self._closed = True
         self._sock.close()
 
-    def _exchange(self, serial_no: int, request: Message, timeout: float) -> rpc.Response:
+    def _exchange(
+        self, serials: list[int], requests: Sequence[Message], timeout: float
+    ) -> list[rpc.Response]:
         deadline = time.monotonic() + timeout
-        frame_bytes = rpc.encode_request(serial_no, request, timeout_ms=int(timeout * 1000))
+        frames = b"".join(
+            rpc.encode_request(serial_no, request, timeout_ms=int(timeout * 1000))
+            for serial_no, request in zip(serials, requests, strict=True)
+        )
         self._sock.settimeout(timeout)
         try:
-            self._sock.sendall(frame_bytes)
+            self._sock.sendall(frames)
         except OSError as exc:
             raise ConnectionClosedError(f"send to {self.address} failed: {exc}") from exc
-        while True:
-            for frame in self._read_frames(deadline, serial_no):
-                if frame.serial_no == serial_no:
-                    return rpc.decode_response(frame)
+        waiting = {serial_no: index for index, serial_no in enumerate(serials)}
+        responses: list[rpc.Response | None] = [None] * len(serials)
+        while waiting:
+            for frame in self._read_frames(deadline, serials[0]):
+                index = waiting.pop(frame.serial_no, None)
+                if index is not None:
+                    responses[index] = rpc.decode_response(frame)
+        return [r for r in responses if r is not None]
 
     def _read_frames(self, deadline: float, serial_no: int) -> list[Frame]:
         remaining = deadline - time.monotonic()

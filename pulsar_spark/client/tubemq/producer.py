@@ -1,0 +1,158 @@
+"""Sending messages to a TubeMQ topic, each acknowledged by its broker before the next.
+
+How this works
+--------------
+:meth:`TubeMQProducer.open` looks the topic's partitions up through the master (see
+:mod:`.cluster`) and :meth:`TubeMQProducer.send` sends each message with SendMessage to the
+next partition in turn (round-robin, starting at ``first``), over one connection per broker.
+A SendMessage reply is the broker's acknowledgement: with errCode 200 the message is stored,
+and anything else raises its :class:`~pulsar_spark.errors.TubeMQServerError`, so a
+:meth:`send` that returns has been stored. Each message is its own SendMessage (the protocol
+has no batch), but :meth:`send_all` sends a window of them back to back and then waits for
+all the acknowledgements, instead of one round trip per message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.client.tubemq.cluster import (
+    TubePartition,
+    client_id,
+    lookup_partitions,
+)
+from pulsar_spark.client.tubemq.connection import TubeMQConnection
+from pulsar_spark.errors import PulsarSparkError
+from pulsar_spark.protocol.tubemq import messages
+from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.protocol.tubemq.metadata import ipv4_to_int
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to send: its value, attribute string and system items."""
+
+    value: bytes
+    attributes: str | None = None
+    msg_type: str | None = None
+    msg_time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """Where a message was stored."""
+
+    partition: TubePartition
+    message_id: int
+    offset: int
+
+
+class TubeMQProducer:
+    """Round-robin sends to one topic; see the module docstring."""
+
+    def __init__(
+        self, partitions: list[TubePartition], *, first: int = 0, timeout: float = 10.0
+    ) -> None:
+        self.partitions = partitions
+        self._next = first % len(partitions)
+        self._timeout = timeout
+        self._client = client_id("producer")
+        self._address = _own_address()
+        self._connections: dict[int, TubeMQConnection] = {}
+        self._open = contextlib.ExitStack()
+
+    @classmethod
+    def open(
+        cls,
+        masters: tuple[BrokerAddress, ...],
+        topic: str,
+        *,
+        first: int = 0,
+        timeout: float = 10.0,
+    ) -> TubeMQProducer:
+        return cls(lookup_partitions(masters, topic, timeout=timeout), first=first, timeout=timeout)
+
+    def __enter__(self) -> TubeMQProducer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        value: bytes,
+        attributes: str | None = None,
+        *,
+        msg_type: str | None = None,
+        msg_time: str | None = None,
+    ) -> Sent:
+        """Store one message; returns once the broker acknowledged it (raises otherwise)."""
+        return self.send_all([Outgoing(value, attributes, msg_type, msg_time)])[0]
+
+    def send_all(self, outgoing: Sequence[Outgoing]) -> list[Sent]:
+        """Store the messages, each on the next partition in turn; returns once every one is
+        acknowledged, and raises the first refusal otherwise. The requests to a broker go out
+        back to back (:meth:`TubeMQConnection.call_all`), one round trip for all of them."""
+        planned = [(self._next_partition(), message) for message in outgoing]
+        by_broker: dict[int, list[int]] = {}
+        for index, (partition, _) in enumerate(planned):
+            by_broker.setdefault(partition.broker.broker_id, []).append(index)
+        sent: dict[int, Sent] = {}
+        for indexes in by_broker.values():
+            replies = self._connection(planned[indexes[0]][0]).call_all(
+                [self._request(*planned[i]) for i in indexes],
+                broker_pb.SendMessageResponseB2P,
+                timeout=self._timeout,
+            )
+            for index, reply in zip(indexes, replies, strict=True):
+                sent[index] = Sent(planned[index][0], reply.messageId, reply.appendOffset)
+        return [sent[index] for index in range(len(planned))]
+
+    def _next_partition(self) -> TubePartition:
+        partition = self.partitions[self._next]
+        self._next = (self._next + 1) % len(self.partitions)
+        return partition
+
+    def _request(
+        self, partition: TubePartition, message: Outgoing
+    ) -> broker_pb.SendMessageRequestP2B:
+        data, flag = messages.encode_payload(message.value, message.attributes)
+        request = broker_pb.SendMessageRequestP2B(
+            clientId=self._client,
+            topicName=partition.topic,
+            partitionId=partition.partition_id,
+            data=data,
+            flag=flag,
+            checkSum=messages.checksum(data),
+            sentAddr=self._address,
+        )
+        if message.msg_type:
+            request.msgType = message.msg_type
+        if message.msg_time:
+            request.msgTime = message.msg_time
+        return request
+
+    def close(self) -> None:
+        self._open.close()
+        self._connections.clear()
+
+    def _connection(self, partition: TubePartition) -> TubeMQConnection:
+        broker = partition.broker
+        conn = self._connections.get(broker.broker_id)
+        if conn is None or conn.closed:
+            conn = TubeMQConnection(broker.host, broker.port, connect_timeout=self._timeout)
+            self._connections[broker.broker_id] = conn
+            self._open.callback(conn.close)
+        return conn
+
+
+def _own_address() -> int:
+    """This host's IPv4 address as ``sentAddr``; 0 when it has none that resolves."""
+    try:
+        return ipv4_to_int(socket.gethostbyname(socket.gethostname()))
+    except (OSError, ValueError, PulsarSparkError):
+        return 0

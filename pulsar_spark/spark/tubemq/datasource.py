@@ -1,0 +1,67 @@
+"""The ``tubemq`` Python data source: Apache InLong TubeMQ for Spark.
+
+Like the ``pulsar`` source, ``schema()`` checks the read options when the DataFrame is defined
+and nothing connects before Spark plans a read or a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from pulsar_spark.arrow.tubemq import TUBEMQ_SCHEMA_DDL
+from pulsar_spark.spark.datasource import refuse_overwrite
+from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
+
+NAME = "tubemq"
+
+
+class TubeMQDataSource(DataSource):
+    """Read and write Apache InLong TubeMQ topics; see the README for options and columns."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        TubeMQReadOptions.parse(self.options, mode=None)  # fail fast on bad read options
+        return TUBEMQ_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from pulsar_spark.spark.tubemq.reader import TubeMQBatchReader
+
+        return TubeMQBatchReader(TubeMQReadOptions.parse(self.options, mode=Mode.BATCH))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from pulsar_spark.spark.tubemq.reader import TubeMQStreamReader
+
+        return TubeMQStreamReader(TubeMQReadOptions.parse(self.options, mode=Mode.STREAM))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pulsar_spark.spark.tubemq.writer import TubeMQBatchWriter
+
+        return TubeMQBatchWriter(_write_options(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pulsar_spark.spark.tubemq.writer import TubeMQStreamWriter
+
+        return TubeMQStreamWriter(_write_options(self.options, schema, overwrite))
+
+
+def _write_options(
+    options: Mapping[str, str], schema: StructType, overwrite: bool
+) -> TubeMQWriteOptions:
+    from pulsar_spark.spark.tubemq.writer import check_write_schema
+
+    refuse_overwrite(overwrite, "TubeMQ")
+    parsed = TubeMQWriteOptions.parse(options)
+    check_write_schema(schema)
+    return parsed

@@ -1,0 +1,193 @@
+"""Options of the ``tubemq`` format, parsed once into frozen objects.
+
+Checked when the DataFrame is defined; every error names the option and what it accepts, and
+unknown options are refused (:class:`~pulsar_spark.spark.option_values.OptionValues`).
+
+``startingOffsets`` / ``endingOffsets`` take ``earliest``, ``latest`` or a JSON object from
+partition key (``brokerId:topic:partitionId``) to a store offset; -2 in the JSON means
+earliest and -1 latest, as in Spark's Kafka source. A start is inclusive, an end exclusive.
+Partitions the JSON does not name start at the earliest offset and end at the latest.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.spark.positions import Earliest, Latest, bound_or_json
+
+MASTER_ADDRESSES = "master.addresses"
+CONSUMER_GROUP = "consumerGroup"
+STARTING_OFFSETS = "startingOffsets"
+ENDING_OFFSETS = "endingOffsets"
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
+MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+REQUEST_TIMEOUT_MS = "requestTimeoutMs"
+
+READ_OPTIONS = (
+    MASTER_ADDRESSES,
+    TOPIC,
+    CONSUMER_GROUP,
+    STARTING_OFFSETS,
+    ENDING_OFFSETS,
+    FAIL_ON_DATA_LOSS,
+    REQUEST_TIMEOUT_MS,
+)
+WRITE_OPTIONS = (MASTER_ADDRESSES, TOPIC, REQUEST_TIMEOUT_MS)
+
+EARLIEST_IN_JSON = -2
+LATEST_IN_JSON = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PerPartition:
+    """Offsets per partition key; -2 earliest, -1 latest; unnamed partitions use ``default``."""
+
+    offsets: tuple[tuple[str, int], ...]
+    default: Earliest | Latest
+
+    def for_partition(self, key: str) -> int | Earliest | Latest:
+        value = dict(self.offsets).get(key)
+        if value is None:
+            return self.default
+        if value == EARLIEST_IN_JSON:
+            return Earliest()
+        if value == LATEST_IN_JSON:
+            return Latest()
+        return value
+
+
+OffsetSpec = Earliest | Latest | PerPartition
+
+
+class Mode(enum.Enum):
+    BATCH = "batch"
+    STREAM = "stream"
+
+
+@dataclass(frozen=True, slots=True)
+class TubeMQReadOptions:
+    masters: tuple[BrokerAddress, ...]
+    topic: str
+    group: str
+    starting: OffsetSpec
+    ending: OffsetSpec
+    fail_on_data_loss: bool
+    timeout: float
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, mode: Mode | None) -> TubeMQReadOptions:
+        """Parse ``options`` for a batch or stream read; ``mode`` None checks only the rules
+        both share (Spark asks for the schema before it says which the read is)."""
+        opts = OptionValues(options)
+        if opts.has(MAX_MESSAGES_PER_TRIGGER):
+            raise ConfigurationError(
+                f"option {MAX_MESSAGES_PER_TRIGGER!r} is not supported for TubeMQ: a store "
+                "offset counts the messages of every partition of the store, so messages of "
+                "one partition cannot be counted without reading them"
+            )
+        opts.refuse_unknown(READ_OPTIONS, "reading from", system="TubeMQ")
+        topic = _topic(opts)
+        stream = mode is Mode.STREAM
+        starting = _offsets(opts, STARTING_OFFSETS, topic, Latest() if stream else Earliest())
+        if mode is Mode.BATCH and isinstance(starting, Latest):
+            raise ConfigurationError(
+                f"option {STARTING_OFFSETS!r}: 'latest' would read nothing in a batch query; "
+                "use 'earliest' or per-partition offsets"
+            )
+        if stream and opts.has(ENDING_OFFSETS):
+            raise ConfigurationError(
+                f"option {ENDING_OFFSETS!r} is for batch reads only; a stream has no end"
+            )
+        ending = _offsets(opts, ENDING_OFFSETS, topic, Latest())
+        if isinstance(ending, Earliest):
+            raise ConfigurationError(
+                f"option {ENDING_OFFSETS!r}: 'earliest' would read nothing; use 'latest' or "
+                "per-partition offsets"
+            )
+        group = opts.get(CONSUMER_GROUP)
+        return cls(
+            masters=parse_masters(opts),
+            topic=topic,
+            group=group.strip() if group and group.strip() else generated_group(),
+            starting=starting,
+            ending=ending,
+            fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
+            timeout=opts.positive_int(REQUEST_TIMEOUT_MS, 30_000) / 1000,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TubeMQWriteOptions:
+    masters: tuple[BrokerAddress, ...]
+    topic: str
+    timeout: float
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> TubeMQWriteOptions:
+        opts = OptionValues(options)
+        opts.refuse_unknown(WRITE_OPTIONS, "writing to", system="TubeMQ")
+        return cls(
+            masters=parse_masters(opts),
+            topic=_topic(opts),
+            timeout=opts.positive_int(REQUEST_TIMEOUT_MS, 30_000) / 1000,
+        )
+
+
+def generated_group() -> str:
+    """A consumer group of its own for a query that names none."""
+    return f"pulsar_spark_{uuid.uuid4().hex[:16]}"
+
+
+def parse_masters(opts: OptionValues) -> tuple[BrokerAddress, ...]:
+    text = opts.required(MASTER_ADDRESSES, "the TubeMQ master(s) as host:port[,host:port]")
+    masters = []
+    for item in text.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(
+                f"option {MASTER_ADDRESSES!r}: {item.strip()!r} is not host:port "
+                f"(expected host:port[,host:port], got {text!r})"
+            )
+        masters.append(BrokerAddress(host, int(port)))
+    return tuple(masters)
+
+
+def _topic(opts: OptionValues) -> str:
+    topic = opts.required(TOPIC, "the TubeMQ topic to read or write")
+    if "," in topic or ":" in topic or any(c.isspace() for c in topic):
+        raise ConfigurationError(f"option {TOPIC!r} takes one TubeMQ topic name, got {topic!r}")
+    return topic
+
+
+def _offsets(opts: OptionValues, name: str, topic: str, default: Earliest | Latest) -> OffsetSpec:
+    text = opts.get(name)
+    if text is None or not text.strip():
+        return default
+    parsed = bound_or_json(name, text, "partition key -> store offset", f'{{"1:{topic}:0": 0}}')
+    if not isinstance(parsed, dict):
+        return parsed
+    offsets = []
+    for key, offset in parsed.items():
+        parts = str(key).split(":")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
+            raise ConfigurationError(
+                f"option {name!r}: {key!r} is not a partition key brokerId:topic:partitionId"
+            )
+        if parts[1] != topic:
+            raise ConfigurationError(
+                f"option {name!r}: partition {key!r} is not of topic {topic!r}"
+            )
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST_IN_JSON:
+            raise ConfigurationError(
+                f"option {name!r}: the offset of {key!r} must be an integer >= 0, or -2 "
+                f"(earliest) or -1 (latest); got {offset!r}"
+            )
+        offsets.append((str(key), offset))
+    unnamed = Earliest() if name == STARTING_OFFSETS else Latest()
+    return PerPartition(tuple(sorted(offsets)), unnamed)

@@ -1,0 +1,279 @@
+"""``spark.read.format("tubemq")`` and ``spark.readStream.format("tubemq")``.
+
+How this works
+--------------
+The driver asks the master for the topic's partitions and each broker for every partition's
+first and end offsets (:mod:`pulsar_spark.client.tubemq`), and plans one Spark task per
+partition with a non-empty range ``[start, end)``. A task opens its own broker connection,
+registers on its partition at ``start`` and yields one Arrow record batch per GetMessage
+reply that starts before ``end``. Tasks use nothing but their :class:`TubeRead`: Spark runs
+``read`` on a fresh copy of the reader.
+
+A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` (next offset
+to read, per partition). A micro-batch ends where each partition ended when it was planned;
+under Trigger.AvailableNow, where they ended when the query started. A partition that
+vanished, whose end moved back, or whose checkpointed offset the store no longer holds is lost
+data (``failOnDataLoss``). A read stops exactly at its end offset when the messages' own
+offsets are known (a reply that scanned only this partition's messages); otherwise it cannot
+stop inside a GetMessage reply: when messages are written while a micro-batch is read, its
+last reply may carry messages written after the batch was planned, and the next micro-batch,
+which starts at the planned end, reads them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    SupportsTriggerAvailableNow,
+)
+
+from pulsar_spark.arrow.tubemq import messages_to_batch
+from pulsar_spark.client.tubemq.cluster import TubePartition, lookup_partitions
+from pulsar_spark.client.tubemq.consumer import Bounds, connect, offset_bounds, read_range
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.data_loss import DataLossPolicy
+from pulsar_spark.spark.positions import Earliest, Latest
+from pulsar_spark.spark.tubemq.offsets import TubeMQOffset
+from pulsar_spark.spark.tubemq.options import (
+    ENDING_OFFSETS,
+    STARTING_OFFSETS,
+    OffsetSpec,
+    PerPartition,
+    TubeMQReadOptions,
+)
+
+
+@dataclass(frozen=True)
+class TubeRead(InputPartition):
+    """One task: read ``partition`` from ``start`` (inclusive) to ``end`` (exclusive)."""
+
+    partition: TubePartition
+    start: int
+    end: int
+    group: str
+    timeout: float
+    fail_on_data_loss: bool
+    check_start: bool = True
+
+    @property
+    def client(self) -> str:
+        """The task's client id: stable, so a retried task takes over its registration."""
+        return f"{self.group}-{self.partition.broker.broker_id}-{self.partition.partition_id}"
+
+
+def task(
+    options: TubeMQReadOptions, partition: TubePartition, start: int, end: int, *, check_start: bool
+) -> TubeRead:
+    """The task that reads ``partition`` over ``[start, end)``; ``check_start`` reports a
+    start the store no longer holds as lost data."""
+    return TubeRead(
+        partition,
+        start,
+        end,
+        options.group,
+        options.timeout,
+        options.fail_on_data_loss,
+        check_start,
+    )
+
+
+def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
+    policy = DataLossPolicy(read.fail_on_data_loss)
+
+    def moved(first: int) -> None:
+        if read.check_start:
+            policy.report(
+                f"partition {read.partition.key} was to be read from offset {read.start}, "
+                f"which the store no longer holds (its first offset is {first})"
+            )
+
+    for batch in read_range(
+        read.partition,
+        read.group,
+        read.client,
+        read.start,
+        read.end,
+        timeout=read.timeout,
+        on_start_moved=moved,
+    ):
+        found = batch.messages
+        offsets = batch.message_offsets()
+        if offsets is None:
+            offsets = [batch.offset] * len(found)
+        else:  # each message's offset is known: the range ends exactly at ``end``
+            found = [m for m, offset in zip(found, offsets, strict=True) if offset < read.end]
+            offsets = offsets[: len(found)]
+        if found:
+            yield messages_to_batch(read.partition.topic, read.partition.key, offsets, found)
+
+
+def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
+    """Every partition of the topic with its first and end offsets now."""
+    partitions = lookup_partitions(options.masters, options.topic, timeout=options.timeout)
+    group, client = f"{options.group}_bounds", f"{options.group}-bounds"
+    found = {}
+    by_broker: dict[int, list[TubePartition]] = {}
+    for partition in partitions:
+        by_broker.setdefault(partition.broker.broker_id, []).append(partition)
+    for on_broker in by_broker.values():
+        with connect(on_broker[0], options.timeout) as conn:
+            for partition in on_broker:
+                bounds = offset_bounds(conn, partition, group, client, timeout=options.timeout)
+                found[partition.key] = (partition, bounds)
+    return found
+
+
+def _resolve(spec: OffsetSpec, key: str, bounds: Bounds, option: str) -> int:
+    value = spec.for_partition(key) if isinstance(spec, PerPartition) else spec
+    if isinstance(value, Earliest):
+        return bounds.first
+    if isinstance(value, Latest):
+        return bounds.end
+    if value > bounds.end:
+        raise ConfigurationError(
+            f"option {option!r}: offset {value} of partition {key} is past its end ({bounds.end})"
+        )
+    return value
+
+
+def _check_named(spec: OffsetSpec, known: dict[str, Any], option: str) -> None:
+    if isinstance(spec, PerPartition):
+        for key, _ in spec.offsets:
+            if key not in known:
+                raise ConfigurationError(
+                    f"option {option!r}: the topic has no partition {key!r}; its partitions "
+                    f"are {', '.join(sorted(known))}"
+                )
+
+
+class TubeMQBatchReader(DataSourceReader):
+    def __init__(self, options: TubeMQReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self.options
+        found = current_bounds(options)
+        _check_named(options.starting, found, STARTING_OFFSETS)
+        _check_named(options.ending, found, ENDING_OFFSETS)
+        reads = []
+        for key in sorted(found):
+            partition, bounds = found[key]
+            start = _resolve(options.starting, key, bounds, STARTING_OFFSETS)
+            end = _resolve(options.ending, key, bounds, ENDING_OFFSETS)
+            if start < end:
+                reads.append(task(options, partition, start, end, check_start=True))
+        return reads
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, TubeRead):
+            return iter(())  # Spark's placeholder when every range is empty
+        return read_partition(partition)
+
+
+class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: TubeMQReadOptions) -> None:
+        self.options = options
+        self._policy = DataLossPolicy(options.fail_on_data_loss)
+        self._partitions: dict[str, TubePartition] = {}
+        self._firsts: dict[str, int] = {}
+        self._initial: dict[str, Any] | None = None
+        self._available_now: dict[str, int] | None = None
+        self._latest: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}  # read() uses its InputPartition only
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # --- driver ----------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where the query starts, resolved once (Spark asks twice)."""
+        if self._initial is None:
+            found = self._bounds()
+            _check_named(self.options.starting, found, STARTING_OFFSETS)
+            positions = {
+                key: _resolve(self.options.starting, key, bounds, STARTING_OFFSETS)
+                for key, (_, bounds) in found.items()
+            }
+            self._initial = TubeMQOffset(positions).to_json()
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = {key: b.end for key, (_, b) in self._bounds().items()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = TubeMQOffset.from_json(start).positions
+        found = self._bounds()
+        self._policy.check_vanished(begin, found)
+        ends = {}
+        for key, (_, bounds) in found.items():
+            end = bounds.end
+            if self._available_now is not None:
+                end = min(end, self._available_now.get(key, bounds.first))
+            first = begin.get(key, bounds.first)
+            if first > bounds.end:
+                self._policy.report(
+                    f"partition {key} was read up to offset {first} but now ends at {bounds.end}"
+                )
+                first = bounds.first
+            ends[key] = max(end, first)
+        self._latest = TubeMQOffset({k: b.end for k, (_, b) in found.items()}).to_json()
+        return TubeMQOffset(ends).to_json()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self._latest
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = TubeMQOffset.from_json(start).positions
+        finish = TubeMQOffset.from_json(end).positions
+        if any(key not in self._partitions for key in finish):
+            self._bounds()  # a restarted query replays a batch before asking for offsets
+        reads = []
+        for key in sorted(finish):
+            partition = self._partitions.get(key)
+            if partition is None:
+                continue  # vanished (reported when the batch was planned)
+            first = begin.get(key)
+            last = finish[key]
+            if first is None or first > last:
+                # A partition that appeared, or whose store went back (reported as lost data
+                # when the batch was planned): from its first offset on.
+                first = self._firsts.get(key, 0)
+                if first < last:
+                    reads.append(task(self.options, partition, first, last, check_start=False))
+            elif first < last:
+                reads.append(task(self.options, partition, first, last, check_start=True))
+        return reads
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""
+
+    # --- executors -------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TubeRead)
+        return read_partition(partition)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _bounds(self) -> dict[str, tuple[TubePartition, Bounds]]:
+        found = current_bounds(self.options)
+        self._partitions = {key: partition for key, (partition, _) in found.items()}
+        self._firsts = {key: bounds.first for key, (_, bounds) in found.items()}
+        return found

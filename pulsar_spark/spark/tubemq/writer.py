@@ -1,0 +1,141 @@
+"""``df.write.format("tubemq")`` and ``df.writeStream.format("tubemq")``.
+
+Columns: ``value`` (binary or string, required; a string is sent as UTF-8) and ``attributes``
+(map<string,string>, optional). The attribute items ``$msgType$`` and ``$msgTime$``
+(``yyyyMMddHHmm``) become the message's type and time, as the Java client's
+``putSystemHeader`` sets them; the other items are sent in map order. Keys and values cannot
+contain ``,`` or ``=``, and a row with a null value is refused.
+
+Each task sends its rows round-robin over the topic's partitions, starting at the task's own
+partition number, in windows of :data:`WINDOW` messages sent back to back, and waits for every
+acknowledgement of a window before the next, so a task that returns has all its rows stored.
+Any failure fails the task, which Spark retries; a retry resends all its rows: delivery is
+at-least-once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+
+from pulsar_spark.client.tubemq.producer import Outgoing, TubeMQProducer
+from pulsar_spark.errors import ConfigurationError, LocalProtocolError
+from pulsar_spark.protocol.tubemq.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes
+from pulsar_spark.spark.tubemq.options import TubeMQWriteOptions
+
+# Messages sent back to back before waiting for their acknowledgements.
+WINDOW = 500
+ACCEPTED = "value (binary or string), attributes (map<string,string>)"
+
+
+def check_write_schema(schema: StructType) -> None:
+    """Refuse, before any row is sent, a DataFrame the writer cannot send exactly."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    for name, data_type in fields.items():
+        if name == "value" and isinstance(data_type, (BinaryType, StringType)):
+            continue
+        if (
+            name == "attributes"
+            and isinstance(data_type, MapType)
+            and isinstance(data_type.keyType, StringType)
+            and isinstance(data_type.valueType, StringType)
+        ):
+            continue
+        raise ConfigurationError(
+            f"column {name!r} of type {data_type.simpleString()} cannot be written to TubeMQ; "
+            f"accepted columns: {ACCEPTED}"
+        )
+    if "value" not in fields:
+        raise ConfigurationError(
+            f"writing to TubeMQ needs a 'value' column (binary or string); got columns "
+            f"{', '.join(fields) or 'none'}"
+        )
+
+
+@dataclass
+class TubeMQCommitMessage(WriterCommitMessage):
+    """How many messages one task stored."""
+
+    count: int
+
+
+def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row and wait for each acknowledgement; the number of rows sent."""
+    context = TaskContext.get()
+    first = context.partitionId() if context is not None else 0
+    count = 0
+    with TubeMQProducer.open(
+        options.masters, options.topic, first=first, timeout=options.timeout
+    ) as producer:
+        for batch in batches:
+            for start in range(0, batch.num_rows, WINDOW):
+                outgoing = _outgoing(batch.slice(start, WINDOW))
+                producer.send_all(outgoing)
+                count += len(outgoing)
+    return count
+
+
+def _outgoing(batch: pa.RecordBatch) -> list[Outgoing]:
+    values = batch.column("value").to_pylist()
+    has_attributes = "attributes" in batch.schema.names
+    attributes = batch.column("attributes").to_pylist() if has_attributes else None
+    outgoing = []
+    for row, value in enumerate(values):
+        if value is None:
+            raise ConfigurationError(
+                "column 'value': a row has a null value; TubeMQ messages need a body"
+            )
+        body = value.encode("utf-8") if isinstance(value, str) else value
+        items = dict(attributes[row] or []) if attributes is not None else {}
+        text, msg_type, msg_time = _attributes(items)
+        outgoing.append(Outgoing(body, text, msg_type, msg_time))
+    return outgoing
+
+
+def _attributes(items: dict[str, str | None]) -> tuple[str | None, str | None, str | None]:
+    """(attribute string, msgType, msgTime) for a row's ``attributes`` map."""
+    msg_type = items.pop(MSG_TYPE_KEY, None)
+    msg_time = items.pop(MSG_TIME_KEY, None)
+    for key, item in items.items():
+        if item is None:
+            raise ConfigurationError(
+                f"column 'attributes': attribute {key!r} of a row has a null value"
+            )
+    try:
+        text = format_attributes(
+            {k: v for k, v in items.items() if v is not None}, msg_type=msg_type, msg_time=msg_time
+        )
+    except LocalProtocolError as exc:
+        raise ConfigurationError(f"column 'attributes': {exc}") from exc
+    return text or None, msg_type or None, msg_time or None
+
+
+class TubeMQBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: TubeMQWriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TubeMQCommitMessage:
+        return TubeMQCommitMessage(write_rows(self.options, iterator))
+
+
+class TubeMQStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: TubeMQWriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TubeMQCommitMessage:
+        return TubeMQCommitMessage(write_rows(self.options, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Every message already has its acknowledgement; nothing is left to commit."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Stored messages cannot be taken back; the retried micro-batch resends them."""
