@@ -23,6 +23,12 @@ the right waiter:
 Every request has a timeout: a broker that never answers (pulsar-lite ignores commands it does
 not know) raises :class:`RequestTimeoutError`. When the connection fails, every pending request
 and every registered consumer and producer is told, so nothing waits on a dead socket.
+
+The reader thread can run code it did not call: Python's garbage collector finalizes objects
+in whichever thread allocates when a collection is due, and a reader generator dropped unfinished
+closes its consumer (unsubscribe) when finalized. The locks are therefore re-entrant, and a
+request made on the reader thread fails at once instead of waiting for an answer that only that
+thread could read.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from pulsar_spark.errors import (
     BrokerUnreachableError,
     ConnectionClosedError,
     CredentialsError,
+    LocalProtocolError,
     PulsarConnectionError,
     PulsarSparkError,
     RequestTimeoutError,
@@ -144,8 +151,9 @@ class Connection:
         self._keepalive = keepalive_interval
         self._auth = auth
         self._credentials = credentials  # what the broker holds, replaced at a challenge
-        self._send_lock = threading.Lock()  # taken before _lock
-        self._lock = threading.Lock()
+        # Re-entrant: see the module docstring (finalizers run on the reader thread too).
+        self._send_lock = threading.RLock()  # taken before _lock
+        self._lock = threading.RLock()
         self._pending: dict[int, _Pending] = {}
         self._consumers: dict[int, ConsumerHandler] = {}
         self._producers: dict[int, ProducerHandler] = {}
@@ -231,6 +239,10 @@ class Connection:
         self, build: Callable[[int], bytes], *, what: str, timeout: float
     ) -> pb.BaseCommand:
         """Send ``build(request_id)`` and wait for its response; CommandError raises."""
+        if threading.current_thread() is self._reader:
+            raise LocalProtocolError(
+                f"{what}: cannot wait for an answer on the thread that reads {self.address}"
+            )
         pending = _Pending(what)
         with self._send_lock:
             with self._lock:
