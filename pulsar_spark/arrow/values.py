@@ -132,6 +132,7 @@ class ValueDecoder:
         self.schema = schema
         self._writer_schemas = writer_schemas
         self._arrow_type = schema.arrow_type()
+        self.arrow_schema = schema.arrow_schema()
         self._parsed: dict[bytes | None, Any] = {}
         if schema.type in (_AVRO, _JSON):
             self._reader = fastavro.parse_schema(schema.avro)
@@ -174,8 +175,11 @@ class ValueDecoder:
         return _conform(record, self.schema.avro)
 
     def _writer(self, version: bytes | None) -> Any:
-        """The parsed writer schema of ``version``; None when it is the reader's own."""
-        if version is None or version == self.schema.version:
+        """The parsed writer schema of ``version``; None when it is the reader's own.
+
+        Versions are numbered per topic, so each is asked for (once) and compared by content:
+        the topic the schema was taken from need not be the one being read."""
+        if version is None:
             return None
         if version not in self._parsed:
             data = self._writer_schemas(version)
@@ -184,7 +188,8 @@ class ValueDecoder:
                     f"topic {self.schema.topic}: the broker has no schema version "
                     f"{_version_text(version)}, which a message was written with"
                 )
-            self._parsed[version] = fastavro.parse_schema(json.loads(data))
+            same = data == self.schema.data
+            self._parsed[version] = None if same else fastavro.parse_schema(json.loads(data))
         return self._parsed[version]
 
 

@@ -35,18 +35,35 @@ class PulsarDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        check_read_options(self.options)  # fail fast on bad read options
-        return SCHEMA_DDL
+        from pulsar_spark.spark.value_schemas import resolve_value_schema
+
+        options = check_read_options(self.options)  # fail fast on bad read options
+        self._value_schema = resolve_value_schema(options)
+        if self._value_schema is None:
+            return SCHEMA_DDL
+        return self._value_schema.read_schema_ddl()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.batch_reader import PulsarBatchReader
 
-        return PulsarBatchReader(ReadOptions.parse(self.options, mode=ReadMode.BATCH))
+        return PulsarBatchReader(self._read_options(schema, ReadMode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
-        return PulsarStreamReader(ReadOptions.parse(self.options, mode=ReadMode.STREAM))
+        return PulsarStreamReader(self._read_options(schema, ReadMode.STREAM))
+
+    def _read_options(self, schema: StructType, mode: ReadMode) -> ReadOptions:
+        """The options, with the value schema ``schema()`` fixed (or resolved now, when Spark
+        was given a schema and did not ask for one)."""
+        from pulsar_spark.spark.value_schemas import resolve_value_schema, with_value_schema
+
+        options = ReadOptions.parse(self.options, mode=mode)
+        if "_value_schema" in self.__dict__:
+            resolved = self._value_schema
+        else:
+            resolved = resolve_value_schema(options)
+        return with_value_schema(options, schema, resolved)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.writer import PulsarBatchWriter

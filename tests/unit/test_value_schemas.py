@@ -121,7 +121,8 @@ def test_avro_values_decode_exactly() -> None:
     assert schema is not None
     other = dict(VALUE, note="n", tags=[], counts={})
     values = pa.array([_avro(VALUE, RECORD), None, _avro(other, RECORD)], pa.binary())
-    decoded = ValueDecoder(schema, lambda v: None).decode(values, [V0, None, V0])
+    writer = json.dumps(RECORD).encode()
+    decoded = ValueDecoder(schema, lambda v: writer).decode(values, [V0, None, V0])
     assert decoded.type == schema.arrow_type()
     rows = decoded.to_pylist()
     assert rows[1] is None
@@ -190,7 +191,7 @@ def test_every_version_resolves_to_the_newest() -> None:
         {"a": 3, "b": "y"},
         {"a": 4, "b": "none"},
     ]
-    assert asked == [V0, V1]  # each writer schema fetched once; the reader's never
+    assert asked == [V0, V1, V2]  # each version's schema fetched once
 
 
 def test_an_unresolvable_version_names_topic_versions_and_field() -> None:
@@ -238,3 +239,15 @@ def test_types_without_a_mapping() -> None:
     union = {"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}
     with pytest.raises(SchemaError, match="union"):
         ValueSchema.of(TOPIC, _info("Avro", json.dumps(union).encode()))
+
+
+def test_value_format_option() -> None:
+    from pulsar_spark.errors import ConfigurationError
+    from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+
+    base = {"service.url": "pulsar://localhost:6650", "topic": "t"}
+    assert ReadOptions.parse(base, mode=ReadMode.BATCH).value_format == "auto"
+    raw = ReadOptions.parse({**base, "valueFormat": "RAW"}, mode=ReadMode.BATCH)
+    assert raw.value_format == "raw"
+    with pytest.raises(ConfigurationError, match="valueFormat"):
+        ReadOptions.parse({**base, "valueFormat": "avro"}, mode=ReadMode.BATCH)
