@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import io
 import json
 import struct
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_type
@@ -27,6 +25,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from support.schemas import EVOLVED, avro_bytes
 
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.errors import SchemaError
@@ -101,12 +100,6 @@ def _info(kind: str, data: bytes = b"", version: bytes | None = V0) -> SchemaInf
     return SchemaInfo(pb.Schema.Type.Value(kind), data, "", (), version)
 
 
-def _avro(value: dict[str, Any], schema: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-    return out.getvalue()
-
-
 def test_record_maps_to_the_spark_struct_and_its_arrow_type() -> None:
     schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(RECORD).encode()))
     assert schema is not None
@@ -120,7 +113,7 @@ def test_avro_values_decode_exactly() -> None:
     schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(RECORD).encode()))
     assert schema is not None
     other = dict(VALUE, note="n", tags=[], counts={})
-    values = pa.array([_avro(VALUE, RECORD), None, _avro(other, RECORD)], pa.binary())
+    values = pa.array([avro_bytes(VALUE, RECORD), None, avro_bytes(other, RECORD)], pa.binary())
     writer = json.dumps(RECORD).encode()
     decoded = ValueDecoder(schema, lambda v: writer).decode(values, [V0, None, V0])
     assert decoded.type == schema.arrow_type()
@@ -142,28 +135,6 @@ def test_json_values_follow_the_avro_schema() -> None:
     assert dict(row, counts=dict(row["counts"])) == VALUE
 
 
-EVOLVED = [
-    {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]},
-    {
-        "type": "record",
-        "name": "R",
-        "fields": [
-            {"name": "a", "type": "long"},
-            {"name": "b", "type": "string", "default": "none"},
-            {"name": "c", "type": "int"},
-        ],
-    },
-    {
-        "type": "record",
-        "name": "R",
-        "fields": [
-            {"name": "a", "type": "long"},
-            {"name": "b", "type": "string", "default": "none"},
-        ],
-    },
-]
-
-
 def test_every_version_resolves_to_the_newest() -> None:
     versions = {V0: EVOLVED[0], V1: EVOLVED[1], V2: EVOLVED[2]}
     schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(EVOLVED[2]).encode(), V2))
@@ -176,20 +147,20 @@ def test_every_version_resolves_to_the_newest() -> None:
 
     values = pa.array(
         [
-            _avro({"a": 1}, EVOLVED[0]),
-            _avro({"a": 2, "b": "x", "c": 7}, EVOLVED[1]),
-            _avro({"a": 3, "b": "y"}, EVOLVED[2]),
-            _avro({"a": 4}, EVOLVED[0]),
+            avro_bytes({"id": 1}, EVOLVED[0]),
+            avro_bytes({"id": 2, "label": "x", "weight": 7.0}, EVOLVED[1]),
+            avro_bytes({"id": 3, "label": "y"}, EVOLVED[2]),
+            avro_bytes({"id": 4}, EVOLVED[0]),
         ],
         pa.binary(),
     )
     decoder = ValueDecoder(schema, writers)
     decoded = decoder.decode(values, [V0, V1, V2, V0])
     assert decoded.to_pylist() == [
-        {"a": 1, "b": "none"},
-        {"a": 2, "b": "x"},
-        {"a": 3, "b": "y"},
-        {"a": 4, "b": "none"},
+        {"id": 1, "label": "unlabelled"},
+        {"id": 2, "label": "x"},
+        {"id": 3, "label": "y"},
+        {"id": 4, "label": "unlabelled"},
     ]
     assert asked == [V0, V1, V2]  # each version's schema fetched once
 
@@ -200,7 +171,7 @@ def test_an_unresolvable_version_names_topic_versions_and_field() -> None:
     assert schema is not None
     decoder = ValueDecoder(schema, lambda v: json.dumps(EVOLVED[0]).encode())
     with pytest.raises(SchemaError, match=r"typed.*version 0.*latest version 1.*z"):
-        decoder.decode(pa.array([_avro({"a": 1}, EVOLVED[0])], pa.binary()), [V0])
+        decoder.decode(pa.array([avro_bytes({"id": 1}, EVOLVED[0])], pa.binary()), [V0])
 
 
 @pytest.mark.parametrize(
