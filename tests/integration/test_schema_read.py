@@ -10,7 +10,8 @@ and ``StringSchema``; Spark reads through the proxy.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -30,6 +31,7 @@ from pulsar.schema import (
 from pyspark.sql import SparkSession
 from support.official import official_client
 from support.schemas import EVOLVED, avro_bytes
+from support.topics import full
 
 from pulsar_spark.local import LocalBroker
 
@@ -257,3 +259,47 @@ def test_topics_with_different_schemas_are_refused_unless_raw(
     assert sorted(row.value for row in rows.collect()) == sorted(
         [b"a", avro_bytes({"id": 1}, EVOLVED[0])]
     )
+
+
+def test_batched_partitioned_topics_and_streams_read_typed(
+    spark: SparkSession,
+    proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client],
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """Batched entries carry the version in the entry's metadata; a partitioned topic's schema
+    is its parent's; a stream types values as a batch read does."""
+    proxy, answers, client = proxied
+    topic = full(pooled_partitioned_topic(2))
+    schema = AvroSchema(None, schema_definition=EVOLVED[2])
+    producer = client.create_producer(
+        topic, schema=schema, batching_enabled=True, batching_max_messages=10
+    )
+    for i in range(30):
+        producer.send_async({"id": i, "label": f"l{i}"}, None, partition_key=str(i))
+    producer.flush()
+    producer.close()
+    assert list(answers.schemas) == [topic]
+    expected = [{"id": i, "label": f"l{i}"} for i in range(30)]
+
+    rows = _read(spark, proxy.url, topic)
+    assert sorted((row["value"] for row in rows), key=lambda v: v["id"]) == expected
+    assert {row["messageId"]["batchIndex"] for row in rows} != {-1}
+
+    query = (
+        spark.readStream.format("pulsar")
+        .option("service.url", proxy.url)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value.id", "value.label")
+        .writeStream.format("memory")
+        .queryName("typed_values")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    streamed = spark.sql("select id, label from typed_values order by id").collect()
+    assert [row.asDict() for row in streamed] == expected
