@@ -1,9 +1,11 @@
 """The ``pulsar`` Python data source: Spark's entry point into the connector.
 
-``DataSource.__init__`` and ``schema()`` run in short-lived planner processes, so they only
-parse options — no connection is made until Spark plans a read or a write. Options are
+``DataSource.__init__`` and ``schema()`` run in short-lived planner processes. Options are
 validated in ``schema()``, which Spark calls when the DataFrame is defined, so a wrong option
-fails at ``load()`` rather than when the job runs.
+fails at ``load()`` rather than when the job runs. With ``valueFormat=auto`` (the default)
+``schema()`` also asks the broker for the topics' schemas, which fix the ``value`` column's
+type (:mod:`pulsar_spark.spark.value_schemas`); that is its one connection, and the
+resolved schema travels with this object to ``reader()``/``streamReader()``.
 """
 
 from __future__ import annotations

@@ -6,34 +6,42 @@ a schema, with a schema that has no Spark mapping (Protobuf, KeyValue, ...), and
 by ``topicsPattern`` are read as bytes. Topics with different schemas are refused: one column
 has one type. Executors decode with the schema fixed here, each message resolved from the
 version it was written with.
+
+A broker that cannot be asked when the DataFrame is defined (unreachable, credentials refused)
+leaves ``value`` as bytes, with a warning: the read then fails on its own when it connects,
+with the error it always gave, instead of at ``load()``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 
 from pyspark.sql.types import BinaryType, StructType
 
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.schema import fetch_schema
-from pulsar_spark.errors import SchemaError
+from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
 from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.planning import make_lookup
 from pulsar_spark.spark.read_options import ReadOptions
+
+log = logging.getLogger(__name__)
 
 
 def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
     """The schema the ``value`` column follows; None for bytes."""
     if options.value_format == "raw" or not options.topics.names:
         return None
-    lookup = make_lookup(options.client)
-    found: dict[str, SchemaInfo | None] = {}
-    for topic in options.topics.names:
-        found[topic] = lookup.retrying(
-            lambda topic=topic: fetch_schema(lookup, topic),  # type: ignore[misc]
-            f"fetching the schema of {topic}",
-        )
+    try:
+        found = _fetch_all(options)
+    except (SchemaError, ConfigurationError):
+        raise
+    except PulsarSparkError as exc:
+        log.warning("could not fetch the topics' schemas, so value is read as bytes: %s", exc)
+        return None
     if len({None if info is None else (info.type, info.data) for info in found.values()}) > 1:
         listed = "; ".join(f"{topic}: {_describe(info)}" for topic, info in found.items())
         raise SchemaError(
@@ -42,6 +50,15 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
         )
     topic, info = next(iter(found.items()))
     return None if info is None else ValueSchema.of(topic, info)
+
+
+def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:
+    lookup = make_lookup(options.client)
+    found: dict[str, SchemaInfo | None] = {}
+    for topic in options.topics.names:
+        fetch = functools.partial(fetch_schema, lookup, topic)
+        found[topic] = lookup.retrying(fetch, f"fetching the schema of {topic}")
+    return found
 
 
 def with_value_schema(

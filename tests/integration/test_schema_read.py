@@ -10,6 +10,8 @@ and ``StringSchema``; Spark reads through the proxy.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,8 @@ from support.schemas import EVOLVED, avro_bytes
 from support.topics import full
 
 from pulsar_spark.local import LocalBroker
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+from pulsar_spark.spark.value_schemas import resolve_value_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -303,3 +307,42 @@ def test_batched_partitioned_topics_and_streams_read_typed(
     assert query.exception() is None
     streamed = spark.sql("select id, label from typed_values order by id").collect()
     assert [row.asDict() for row in streamed] == expected
+
+
+def test_an_unreachable_broker_at_definition_leaves_value_as_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The read itself then fails when it connects, as it always did."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    options = ReadOptions.parse(
+        {
+            "service.url": f"pulsar://127.0.0.1:{port}",
+            "topic": "t",
+            "pulsar.client.operationTimeoutMs": "300",
+        },
+        mode=ReadMode.BATCH,
+    )
+    with caplog.at_level(logging.WARNING):
+        assert resolve_value_schema(options) is None
+    assert "value is read as bytes" in caplog.text
+
+
+def test_pulsar_lite_is_not_asked_for_schemas(
+    broker: LocalBroker, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """pulsar-lite never answers GET_SCHEMA: asking would cost the operation timeout."""
+    proxy, answers, client = proxied
+    _publish(client, topic, StringSchema(), ["a"])
+    options = {"service.url": proxy.url, "topic": topic}
+    typed = resolve_value_schema(ReadOptions.parse(options, mode=ReadMode.BATCH))
+    assert typed is not None and typed.spark_type() == "string"
+    assert answers.schema_requests == 1
+
+    lite, lite_answers = apache_proxy((broker.host, broker.port))  # the broker's own name
+    try:
+        options = {"service.url": lite.url, "topic": topic}
+        assert resolve_value_schema(ReadOptions.parse(options, mode=ReadMode.BATCH)) is None
+    finally:
+        lite.close()
+    assert lite_answers.schema_requests == 0
