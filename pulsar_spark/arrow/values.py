@@ -172,7 +172,9 @@ class ValueDecoder:
                 f"{_version_text(version)} does not resolve to the latest version "
                 f"{_version_text(self.schema.version)}: {exc}"
             ) from exc
-        return _conform(record, self.schema.avro)
+        # fastavro already gives what pyarrow takes for every mapped type (datetime, date,
+        # Decimal, str for enums, dicts for records and maps), so there is nothing to conform.
+        return record
 
     def _writer(self, version: bytes | None) -> Any:
         """The parsed writer schema of ``version``; None when it is the reader's own.
@@ -246,7 +248,7 @@ def _types(schema: Any, topic: str) -> tuple[str, pa.DataType]:
 
 
 def _conform(value: Any, schema: Any) -> Any:
-    """``value`` (decoded by fastavro or from JSON) as pyarrow takes it for ``schema``'s type."""
+    """``value`` decoded from JSON as pyarrow takes it for ``schema``'s type."""
     if value is None:
         return None
     if isinstance(schema, list):
@@ -254,7 +256,7 @@ def _conform(value: Any, schema: Any) -> Any:
         return _conform(value, branch)
     if isinstance(schema, str):
         if schema == "bytes" and isinstance(value, str):
-            return value.encode("latin-1")
+            return value.encode()  # the official Python client writes bytes as their UTF-8 text
         return value
     kind = schema.get("type")
     logical = schema.get("logicalType")
