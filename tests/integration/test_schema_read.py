@@ -35,6 +35,7 @@ from support.official import official_client
 from support.schemas import EVOLVED, avro_bytes
 from support.topics import full
 
+from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
@@ -227,6 +228,9 @@ def test_three_versions_are_read_resolved_to_the_newest(
     ]
 
     raw = _read(spark, proxy.url, topic, valueFormat="raw")
+    given = spark.read.format("pulsar").schema(SCHEMA_DDL).option("service.url", proxy.url)
+    rows_given = given.option("topic", topic).load().orderBy("messageId").collect()
+    assert [row.value for row in rows_given] == [row["value"] for row in raw]
     assert [row["value"] for row in raw] == [
         avro_bytes({"id": 1}, EVOLVED[0]),
         avro_bytes({"id": 2, "label": "two", "weight": 2.5}, EVOLVED[1]),
