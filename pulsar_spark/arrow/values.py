@@ -21,6 +21,9 @@ int, long, float, double     int, bigint, float, double
 boolean                      boolean
 date                         date
 timestamp-millis / -micros   timestamp (UTC)
+local-timestamp-millis/-mic. timestamp_ntz
+time-millis / time-micros    int (ms of the day) / bigint (µs of the day)
+uuid                         string
 decimal(p, s)                decimal(p, s)
 ===========================  ==============================================================
 
@@ -35,6 +38,7 @@ import decimal
 import io
 import json
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +140,9 @@ class ValueDecoder:
         self._parsed: dict[bytes | None, Any] = {}
         if schema.type in (_AVRO, _JSON):
             self._reader = fastavro.parse_schema(schema.avro)
+        self._conform_avro = any(
+            f'"{name}"'.encode() in schema.data for name in ("time-millis", "time-micros", "uuid")
+        )
 
     def decode(self, values: pa.Array, versions: Sequence[bytes | None]) -> pa.Array:
         """``values`` (binary, null for null values) decoded; ``versions`` one per value."""
@@ -172,9 +179,9 @@ class ValueDecoder:
                 f"{_version_text(version)} does not resolve to the latest version "
                 f"{_version_text(self.schema.version)}: {exc}"
             ) from exc
-        # fastavro already gives what pyarrow takes for every mapped type (datetime, date,
-        # Decimal, str for enums, dicts for records and maps), so there is nothing to conform.
-        return record
+        # fastavro already gives what pyarrow takes for most types (datetime, date, Decimal,
+        # str for enums, dicts for records and maps); only times of day and UUIDs need work.
+        return _conform(record, self.schema.avro) if self._conform_avro else record
 
     def _writer(self, version: bytes | None) -> Any:
         """The parsed writer schema of ``version``; None when it is the reader's own.
@@ -222,14 +229,9 @@ def _types(schema: Any, topic: str) -> tuple[str, pa.DataType]:
             return _AVRO_PRIMITIVES[schema]
         raise SchemaError(f"topic {topic}: the Avro type {schema!r} has no Spark type")
     kind = schema.get("type")
-    logical = schema.get("logicalType")
-    if logical == "date" and kind == "int":
-        return "date", pa.date32()
-    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return "timestamp", TIMESTAMP_TYPE
-    if logical == "decimal" and kind in ("bytes", "fixed"):
-        precision, scale = int(schema["precision"]), int(schema.get("scale", 0))
-        return f"decimal({precision},{scale})", pa.decimal128(precision, scale)
+    logical = _logical_types(schema)
+    if logical is not None:
+        return logical
     if kind == "record":
         parts = [(f["name"], *_types(f["type"], topic)) for f in schema["fields"]]
         ddl = ", ".join(f"`{name}`: {ddl}" for name, ddl, _ in parts)
@@ -247,6 +249,22 @@ def _types(schema: Any, topic: str) -> tuple[str, pa.DataType]:
     return _types(kind, topic)
 
 
+def _logical_types(schema: dict[str, Any]) -> tuple[str, pa.DataType] | None:
+    """(Spark DDL, Arrow type) of a logical type with a Spark type of its own; None for the
+    others, which take their underlying type's."""
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if logical == "date" and kind == "int":
+        return "date", pa.date32()
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return "timestamp", TIMESTAMP_TYPE
+    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
+        return "timestamp_ntz", pa.timestamp("us")
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        precision, scale = int(schema["precision"]), int(schema.get("scale", 0))
+        return f"decimal({precision},{scale})", pa.decimal128(precision, scale)
+    return None
+
+
 def _conform(value: Any, schema: Any) -> Any:
     """``value`` decoded from JSON as pyarrow takes it for ``schema``'s type."""
     if value is None:
@@ -259,13 +277,8 @@ def _conform(value: Any, schema: Any) -> Any:
             return value.encode()  # the official Python client writes bytes as their UTF-8 text
         return value
     kind = schema.get("type")
-    logical = schema.get("logicalType")
-    if logical == "date" and isinstance(value, int):
-        return _EPOCH_DAY + dt.timedelta(days=value)
-    if logical == "timestamp-millis" and isinstance(value, int):
-        return value * 1000
-    if logical == "decimal" and not isinstance(value, decimal.Decimal):
-        return decimal.Decimal(str(value))
+    if "logicalType" in schema or isinstance(value, uuid.UUID):
+        return _conform_logical(value, schema.get("logicalType"))
     if kind == "record":
         return {f["name"]: _conform(value.get(f["name"]), f["type"]) for f in schema["fields"]}
     if kind == "array":
@@ -274,4 +287,22 @@ def _conform(value: Any, schema: Any) -> Any:
         return {key: _conform(item, schema["values"]) for key, item in value.items()}
     if isinstance(kind, (dict, list)):
         return _conform(value, kind)
+    return value
+
+
+def _conform_logical(value: Any, logical: str | None) -> Any:
+    """A logical type's value (from JSON: its underlying number; from fastavro: a time of day
+    or a UUID) as pyarrow takes it."""
+    if logical == "date" and isinstance(value, int):
+        return _EPOCH_DAY + dt.timedelta(days=value)
+    if logical in ("timestamp-millis", "local-timestamp-millis") and isinstance(value, int):
+        return value * 1000
+    if logical in ("time-millis", "time-micros") and isinstance(value, dt.time):
+        micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000
+        micros += value.microsecond
+        return micros // 1000 if logical == "time-millis" else micros
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if logical == "decimal" and not isinstance(value, decimal.Decimal):
+        return decimal.Decimal(str(value))
     return value

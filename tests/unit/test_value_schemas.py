@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import json
 import struct
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -18,11 +19,13 @@ from pyspark.sql.types import (
     DateType,
     DecimalType,
     DoubleType,
+    IntegerType,
     LongType,
     MapType,
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 from support.schemas import EVOLVED, avro_bytes
@@ -222,3 +225,45 @@ def test_value_format_option() -> None:
     assert raw.value_format == "raw"
     with pytest.raises(ConfigurationError, match="valueFormat"):
         ReadOptions.parse({**base, "valueFormat": "avro"}, mode=ReadMode.BATCH)
+
+
+def test_times_of_day_uuids_and_local_timestamps() -> None:
+    record = {
+        "type": "record",
+        "name": "T",
+        "fields": [
+            {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+            {"name": "m", "type": {"type": "long", "logicalType": "time-micros"}},
+            {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+            {"name": "l", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        ],
+    }
+    schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(record).encode()))
+    assert schema is not None
+    spark = StructType(
+        [
+            StructField("t", IntegerType()),
+            StructField("m", LongType()),
+            StructField("u", StringType()),
+            StructField("l", TimestampNTZType()),
+        ]
+    )
+    assert schema.arrow_type() == to_arrow_type(spark, timezone="UTC")
+    value = {
+        "t": dt.time(1, 2, 3, 4000),
+        "m": dt.time(0, 0, 1, 7),
+        "u": uuid.UUID(int=5),
+        "l": dt.datetime(2020, 1, 2, 3, 4, 5),
+    }
+    writer = json.dumps(record).encode()
+    decoded = ValueDecoder(schema, lambda v: writer).decode(
+        pa.array([avro_bytes(value, record)], pa.binary()), [V0]
+    )
+    assert decoded.to_pylist() == [
+        {
+            "t": 3_723_004,
+            "m": 1_000_007,
+            "u": "00000000-0000-0000-0000-000000000005",
+            "l": dt.datetime(2020, 1, 2, 3, 4, 5),
+        }
+    ]
