@@ -143,6 +143,11 @@ class DataLossError(PulsarSparkError):
     """Data the query expects to read no longer exists (see the failOnDataLoss option)."""
 
 
+class SchemaError(PulsarSparkError, ValueError):
+    """A topic's schema cannot type the ``value`` column: a type with no Spark mapping, topics
+    with different schemas, or a message whose writer schema does not resolve to the reader's."""
+
+
 class ServerError(PulsarSparkError):
     """The broker answered a request with an error code (``pb.ServerError``)."""
 

@@ -32,11 +32,16 @@ from support import tokens
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command
+from pulsar_spark.topic import TopicName
 
 Type = pb.BaseCommand.Type
 
 Rewrite = Callable[[pb.BaseCommand], bool]
 """Changes a command (the broker's or the client's) in place; returns whether it changed it."""
+
+Answer = Callable[[pb.BaseCommand], "pb.BaseCommand | None"]
+"""Answers a client's command in the broker's place (it is then not forwarded), or returns
+None to let it through."""
 
 AUTH_FAILED_REQUEST_ID = 2**64 - 1
 """The request id of Apache's authentication CommandError: Java's ``-1`` as a uint64."""
@@ -413,6 +418,8 @@ class BrokerProxy:
         tls: Terminate TLS with this server context; :attr:`url` is then ``pulsar+ssl://``.
             The handshake runs in the connection's own thread; a failed one just closes it.
         auth: Authenticate clients as an Apache broker does (see :class:`AuthPolicy`).
+        answer: Answers some client commands itself (needs ``rewrite``, which frames the
+            stream); what it answers never reaches the broker.
     """
 
     def __init__(
@@ -422,11 +429,13 @@ class BrokerProxy:
         *,
         tls: ssl.SSLContext | None = None,
         auth: AuthPolicy | None = None,
+        answer: Answer | None = None,
     ) -> None:
         if auth is not None and auth.tls and (tls is None or tls.verify_mode == ssl.CERT_NONE):
             raise ValueError("the tls method needs a TLS context that checks client certificates")
         self._target = target
         self._rewrite = rewrite
+        self._answer = answer
         self._tls = tls
         self.auth = auth
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -611,6 +620,8 @@ class BrokerProxy:
                     if command.type == Type.AUTH_RESPONSE:
                         auth._answer(session, auth_response_data(command))
                         continue
+                    if self._answered(frame, stream):
+                        continue
                     out += self._rewritten_frame(frame, command)
                 if out:
                     with self._lock:
@@ -635,7 +646,7 @@ class BrokerProxy:
                     self._flowing.wait()
                 if framed:
                     pending += data
-                    data = self._rewritten_frames(pending)
+                    data = self._rewritten_frames(pending, None if from_broker else source)
                     if not data:
                         continue
                 with self._lock:
@@ -644,13 +655,27 @@ class BrokerProxy:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    def _rewritten_frames(self, pending: bytearray) -> bytes:
+    def _rewritten_frames(self, pending: bytearray, client: Stream | None = None) -> bytes:
         """Take the complete frames off ``pending``, each rewritten if it is a simple command
-        the rewrite changes; frames with a payload pass unchanged."""
+        the rewrite changes; frames with a payload pass unchanged. Frames from ``client`` that
+        the proxy answers itself are dropped."""
         out = bytearray()
         for frame in _take_frames(pending):
+            if client is not None and self._answered(frame, client):
+                continue
             out += self._rewritten_frame(frame) if self._rewrite is not None else frame
         return bytes(out)
+
+    def _answered(self, frame: bytes, client: Stream) -> bool:
+        """Whether the proxy answered this client frame (a simple command) itself."""
+        total, command_size = _FRAME_HEADER.unpack_from(frame)
+        if self._answer is None or 4 + command_size != total:
+            return False
+        reply = self._answer(_command_of(frame))
+        if reply is None:
+            return False
+        self._send_to_client(client, reply)
+        return True
 
     def _rewritten_frame(self, frame: bytes, command: pb.BaseCommand | None = None) -> bytes:
         total, command_size = _FRAME_HEADER.unpack_from(frame)
@@ -688,6 +713,13 @@ class ApacheAnswers:
     - With ``server_version`` set, CONNECTED names the broker so (pulsar-lite names itself,
       and clients adapt to it: permits per entry, no batch-index acks).
     - Every ACK a client sends is kept in ``acks``, as sent.
+    - A schema a producer registers (CommandProducer's ``schema``) is kept per topic (a
+      partition's schema is its parent topic's), in ``schemas``: a new version when its type or
+      data differ from every version kept, else the matching version. PRODUCER_SUCCESS carries
+      that version (an 8-byte big-endian number from 0, as Apache's schema storage numbers
+      them), so the producer stamps it on every message. :meth:`answer` answers GET_SCHEMA
+      from ``schemas`` (the latest, or the version asked for), and a topic without one, or a
+      version it does not have, with TopicNotFound "Topic not found or no-schema".
     """
 
     def __init__(self, *, advertise_tls_url: bool = True) -> None:
@@ -699,6 +731,9 @@ class ApacheAnswers:
         self.last_ids_answered = 0
         self.server_version: str | None = None
         self.acks: list[pb.CommandAck] = []
+        self.schemas: dict[str, list[pb.Schema]] = {}
+        self.schema_requests = 0
+        self._producer_versions: dict[int, bytes] = {}
 
     def __call__(self, command: pb.BaseCommand) -> bool:
         if command.type == Type.CONNECTED and self.server_version is not None:
@@ -723,14 +758,65 @@ class ApacheAnswers:
             last.batch_index = self.batch_sizes.get((last.ledgerId, last.entryId), 1) - 1
             self.last_ids_answered += 1
             return True
+        if command.type == Type.PRODUCER:
+            self._producer_schema(command.producer)
+            return False
         if command.type == Type.PRODUCER_SUCCESS:
-            success = command.producer_success
-            if success.producer_name in self.last_sequence_ids:
-                success.last_sequence_id = self.last_sequence_ids[success.producer_name]
-                return True
+            return self._producer_success(command.producer_success)
         if command.type == Type.SUBSCRIBE:
             return self._start_past_removed_ledgers(command.subscribe)
         return False
+
+    def _producer_schema(self, producer: pb.CommandProducer) -> None:
+        if producer.HasField("schema"):
+            version = self._register(producer.topic, producer.schema)
+            if version is not None:
+                self._producer_versions[producer.request_id] = version
+
+    def _producer_success(self, success: pb.CommandProducerSuccess) -> bool:
+        changed = False
+        version = self._producer_versions.pop(success.request_id, None)
+        if version is not None:
+            success.schema_version = version
+            changed = True
+        if success.producer_name in self.last_sequence_ids:
+            success.last_sequence_id = self.last_sequence_ids[success.producer_name]
+            changed = True
+        return changed
+
+    def answer(self, command: pb.BaseCommand) -> pb.BaseCommand | None:
+        """GET_SCHEMA answered as an Apache broker does (pulsar-lite never answers it)."""
+        if command.type != Type.GET_SCHEMA:
+            return None
+        self.schema_requests += 1
+        request = command.getSchema
+        versions = self.schemas.get(_schema_topic(request.topic), [])
+        index = len(versions) - 1
+        if request.HasField("schema_version"):
+            index = int.from_bytes(request.schema_version, "big")
+        response = pb.CommandGetSchemaResponse(request_id=request.request_id)
+        if 0 <= index < len(versions):
+            response.schema.CopyFrom(versions[index])
+            response.schema_version = index.to_bytes(8, "big")
+        else:
+            response.error_code = pb.TopicNotFound
+            response.error_message = "Topic not found or no-schema"
+        return pb.BaseCommand(type=Type.GET_SCHEMA_RESPONSE, getSchemaResponse=response)
+
+    def _register(self, topic: str, schema: pb.Schema) -> bytes | None:
+        """The version of ``schema`` on ``topic``, added if new; None for no schema (bytes)."""
+        if schema.type == pb.Schema.Type.Value("None"):
+            return None
+        name = _schema_topic(topic)
+        versions = self.schemas.setdefault(name, [])
+        for index, known in enumerate(versions):
+            if (known.type, known.schema_data) == (schema.type, schema.schema_data):
+                return index.to_bytes(8, "big")
+        kept = pb.Schema()
+        kept.CopyFrom(schema)
+        kept.name = name.partition("://")[2]  # Apache names a schema tenant/namespace/topic
+        versions.append(kept)
+        return (len(versions) - 1).to_bytes(8, "big")
 
     def _start_past_removed_ledgers(self, subscribe: pb.CommandSubscribe) -> bool:
         first = self.first_ledgers.get(subscribe.topic)
@@ -749,6 +835,11 @@ def apache_proxy(
 ) -> tuple[BrokerProxy, ApacheAnswers]:
     """A proxy to ``target`` answering like Apache Pulsar, and its rewrite's settings."""
     answers = ApacheAnswers()
-    proxy = BrokerProxy(target, answers, tls=tls, auth=auth)
+    proxy = BrokerProxy(target, answers, tls=tls, auth=auth, answer=answers.answer)
     answers.url = proxy.url
     return proxy, answers
+
+
+def _schema_topic(topic: str) -> str:
+    """The name a topic's schema is kept under: fully qualified, without ``-partition-N``."""
+    return TopicName.parse(topic).base_name

@@ -14,6 +14,7 @@ copied once, by Arrow (see :func:`_binary`). Strings that are not UTF-8 where Ar
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,9 @@ import pyarrow as pa
 
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, MESSAGE_ID_TYPE, PROPERTIES_TYPE, TIMESTAMP_TYPE
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, ranges
+
+if TYPE_CHECKING:
+    from pulsar_spark.arrow.values import ValueDecoder
 
 DEFAULT_MAX_ROWS = 65_536
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -36,9 +40,11 @@ class RecordBatchBuilder:
         *,
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        values: ValueDecoder | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
+        self.values = values
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self._pending: list[MessageColumns] = []
@@ -58,7 +64,7 @@ class RecordBatchBuilder:
         """The batch of everything added since the last one, or None if nothing was."""
         if not self._pending:
             return None
-        batch = to_record_batch(self._pending, self.topic, self.partition)
+        batch = to_record_batch(self._pending, self.topic, self.partition, self.values)
         self._pending, self._rows, self._bytes = [], 0, 0
         return batch
 
@@ -70,9 +76,12 @@ def record_batches(
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    values: ValueDecoder | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Group a stream of entries into bounded record batches."""
-    builder = RecordBatchBuilder(topic, partition, max_rows=max_rows, max_bytes=max_bytes)
+    """Group a stream of entries into bounded record batches (``value`` typed by ``values``)."""
+    builder = RecordBatchBuilder(
+        topic, partition, max_rows=max_rows, max_bytes=max_bytes, values=values
+    )
     for columns in entries:
         batch = builder.add(columns)
         if batch is not None:
@@ -82,14 +91,25 @@ def record_batches(
         yield batch
 
 
-def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int) -> pa.RecordBatch:
-    """One record batch of :data:`ARROW_SCHEMA` from the entries in ``parts``."""
+def to_record_batch(
+    parts: Sequence[MessageColumns],
+    topic: str,
+    partition: int,
+    values: ValueDecoder | None = None,
+) -> pa.RecordBatch:
+    """One record batch of :data:`ARROW_SCHEMA` from the entries in ``parts``; with ``values``,
+    of its schema with ``value`` decoded to that decoder's type."""
     counts = np.fromiter((p.count for p in parts), dtype=np.int64, count=len(parts))
     rows = int(counts.sum())
     payloads = _Payloads(parts)
+    value = payloads.array([p.values for p in parts], pa.binary())
+    schema = ARROW_SCHEMA
+    if values is not None:
+        value = values.decode(value, [v for p in parts for v in p.schema_versions()])
+        schema = values.arrow_schema
     arrays = [
         _keys(payloads, parts, rows),
-        payloads.array([p.values for p in parts], pa.binary()),
+        value,
         _constant_string(topic, rows),
         pa.array(np.full(rows, partition, dtype=np.int32)),
         _message_ids(parts, counts),
@@ -100,7 +120,7 @@ def to_record_batch(parts: Sequence[MessageColumns], topic: str, partition: int)
         pa.array(np.concatenate([p.sequence_id for p in parts])),
         _entry_texts(parts, counts, "replicated_from"),
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 class _Payloads:

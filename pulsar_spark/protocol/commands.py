@@ -259,6 +259,14 @@ def producer(*, topic: str, producer_id: int, request_id: int, producer_name: st
     return _frame(Type.PRODUCER, producer=command)
 
 
+def get_schema(*, topic: str, request_id: int, schema_version: bytes | None = None) -> bytes:
+    """GET_SCHEMA: the topic's latest schema, or the given version of it."""
+    command = pb.CommandGetSchema(topic=topic, request_id=request_id)
+    if schema_version is not None:
+        command.schema_version = schema_version
+    return _frame(Type.GET_SCHEMA, getSchema=command)
+
+
 def close_producer(*, producer_id: int, request_id: int) -> bytes:
     return _frame(
         Type.CLOSE_PRODUCER,

@@ -59,6 +59,7 @@ _RESPONSE_FIELDS: dict[int, str] = {
     Type.GET_LAST_MESSAGE_ID_RESPONSE: "getLastMessageIdResponse",
     Type.GET_TOPICS_OF_NAMESPACE_RESPONSE: "getTopicsOfNamespaceResponse",
     Type.ACK_RESPONSE: "ackResponse",
+    Type.GET_SCHEMA_RESPONSE: "getSchemaResponse",
 }
 
 

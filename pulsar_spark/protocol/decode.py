@@ -53,6 +53,7 @@ def entry_info(
         producer_name=metadata.producer_name,
         publish_time=metadata.publish_time,
         replicated_from=metadata.replicated_from if metadata.HasField("replicated_from") else None,
+        schema_version=metadata.schema_version if metadata.schema_version else None,
     )
 
 

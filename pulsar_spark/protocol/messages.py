@@ -32,6 +32,7 @@ class EntryInfo:
     producer_name: str
     publish_time: int  # ms since epoch
     replicated_from: str | None
+    schema_version: bytes | None = None  # the writer's schema version, when the producer had one
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class EntryRows:
     publish_time: Int64Array
     producer_name: tuple[str, ...]
     replicated_from: tuple[str | None, ...]
+    schema_version: tuple[bytes | None, ...]
 
     def take(self, rows: IndexArray) -> EntryRows:
         return EntryRows(
@@ -52,6 +54,7 @@ class EntryRows:
             self.publish_time[rows],
             tuple(self.producer_name[i] for i in rows),
             tuple(self.replicated_from[i] for i in rows),
+            tuple(self.schema_version[i] for i in rows),
         )
 
 
@@ -179,6 +182,12 @@ class MessageColumns:
             column: Int64Array = getattr(self.rows, name)
             return column
         return np.full(self.count, getattr(self.entry, name), dtype=np.int64)
+
+    def schema_versions(self) -> list[bytes | None]:
+        """The writer's schema version of every row."""
+        if self.rows is not None:
+            return list(self.rows.schema_version)
+        return [self.entry.schema_version] * self.count
 
     def entry_texts(self, name: str) -> tuple[Sequence[str | None], Int64Array]:
         """``producer_name`` or ``replicated_from``: the texts and how many rows each covers."""

@@ -79,6 +79,7 @@ class SingleRun:
                 publish_time=np.fromiter((i.publish_time for i in infos), np.int64, count),
                 producer_name=tuple(i.producer_name for i in infos),
                 replicated_from=tuple(i.replicated_from for i in infos),
+                schema_version=tuple(i.schema_version for i in infos),
             ),
         )
         self._reset()

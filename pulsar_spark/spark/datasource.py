@@ -1,9 +1,11 @@
 """The ``pulsar`` Python data source: Spark's entry point into the connector.
 
-``DataSource.__init__`` and ``schema()`` run in short-lived planner processes, so they only
-parse options — no connection is made until Spark plans a read or a write. Options are
+``DataSource.__init__`` and ``schema()`` run in short-lived planner processes. Options are
 validated in ``schema()``, which Spark calls when the DataFrame is defined, so a wrong option
-fails at ``load()`` rather than when the job runs.
+fails at ``load()`` rather than when the job runs. With ``valueFormat=auto`` (the default)
+``schema()`` also asks the broker for the topics' schemas, which fix the ``value`` column's
+type (:mod:`pulsar_spark.spark.value_schemas`); that is its one connection, and the
+resolved schema travels with this object to ``reader()``/``streamReader()``.
 """
 
 from __future__ import annotations
@@ -35,18 +37,35 @@ class PulsarDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        check_read_options(self.options)  # fail fast on bad read options
-        return SCHEMA_DDL
+        from pulsar_spark.spark.value_schemas import resolve_value_schema
+
+        options = check_read_options(self.options)  # fail fast on bad read options
+        self._value_schema = resolve_value_schema(options)
+        if self._value_schema is None:
+            return SCHEMA_DDL
+        return self._value_schema.read_schema_ddl()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.batch_reader import PulsarBatchReader
 
-        return PulsarBatchReader(ReadOptions.parse(self.options, mode=ReadMode.BATCH))
+        return PulsarBatchReader(self._read_options(schema, ReadMode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
-        return PulsarStreamReader(ReadOptions.parse(self.options, mode=ReadMode.STREAM))
+        return PulsarStreamReader(self._read_options(schema, ReadMode.STREAM))
+
+    def _read_options(self, schema: StructType, mode: ReadMode) -> ReadOptions:
+        """The options, with the value schema ``schema()`` fixed (or resolved now, when Spark
+        was given a schema and did not ask for one)."""
+        from pulsar_spark.spark.value_schemas import resolve_value_schema, with_value_schema
+
+        options = ReadOptions.parse(self.options, mode=mode)
+        if "_value_schema" in self.__dict__:
+            resolved = self._value_schema
+        else:
+            resolved = resolve_value_schema(options)
+        return with_value_schema(options, schema, resolved)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.writer import PulsarBatchWriter

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool, default_pool
@@ -47,6 +48,7 @@ class PartitionRead(InputPartition):
     queue_size: int = DEFAULT_QUEUE_SIZE
     min_publish_time: int | None = None  # ms, inclusive
     max_publish_time: int | None = None  # ms, exclusive
+    value_schema: ValueSchema | None = None  # the schema ``value`` follows; None: bytes
 
 
 def partition_read(
@@ -71,6 +73,7 @@ def partition_read(
         queue_size=options.receiver_queue_size,
         min_publish_time=min_publish_time,
         max_publish_time=max_publish_time,
+        value_schema=options.value_schema,
     )
 
 

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
@@ -53,6 +54,8 @@ MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 SUBSCRIPTION_NAME = "subscriptionName"
 PREDEFINED_SUBSCRIPTION = "predefinedSubscription"  # streamnative/pulsar-spark's name for it
+VALUE_FORMAT = "valueFormat"
+VALUE_FORMATS = ("auto", "raw")
 
 READ_OPTIONS = (
     SERVICE_URL,
@@ -70,6 +73,7 @@ READ_OPTIONS = (
     RECEIVER_QUEUE_SIZE,
     SUBSCRIPTION_NAME,
     PREDEFINED_SUBSCRIPTION,
+    VALUE_FORMAT,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -145,6 +149,9 @@ class ReadOptions:
     receiver_queue_size: int
     min_partitions: int | None = None
     subscription: str | None = None  # durable subscription holding the stream's position
+    value_format: str = "auto"  # auto: value typed by the topic's schema; raw: payload bytes
+    # The topic's schema the value column follows (set on the driver, once resolved).
+    value_schema: ValueSchema | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
@@ -152,10 +159,10 @@ class ReadOptions:
         return _parse(OptionValues(options), _MODE_RULES[mode])
 
 
-def check_read_options(options: Mapping[str, str]) -> None:
+def check_read_options(options: Mapping[str, str]) -> ReadOptions:
     """Refuse read options that are wrong in either mode (for ``schema()``, which Spark calls
     before it says whether the read is a batch or a stream)."""
-    _parse(OptionValues(options), _EITHER_MODE)
+    return _parse(OptionValues(options), _EITHER_MODE)
 
 
 def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
@@ -173,7 +180,18 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=_subscription(opts, rules),
+        value_format=_value_format(opts),
     )
+
+
+def _value_format(opts: OptionValues) -> str:
+    text = (opts.get(VALUE_FORMAT) or "auto").strip().lower()
+    if text not in VALUE_FORMATS:
+        raise ConfigurationError(
+            f"option {VALUE_FORMAT!r} must be 'auto' (value typed by the topic's schema) or "
+            f"'raw' (the payload bytes), got {opts.get(VALUE_FORMAT)!r}"
+        )
+    return text
 
 
 def _topics(opts: OptionValues) -> TopicSelection:

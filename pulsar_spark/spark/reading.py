@@ -11,12 +11,14 @@ from pulsar_spark.arrow.decode import record_batches
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange, StartGone
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.spark.planning import PartitionRead, make_lookup
+from pulsar_spark.spark.value_schemas import value_decoder
 
 
 def read_partition(
     work: PartitionRead, on_start_gone: StartGone | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Read exactly the range in ``work`` and yield Arrow batches of the fixed schema.
+    """Read exactly the range in ``work`` and yield Arrow batches of the read schema (the fixed
+    one, or with ``value`` typed by the topic's schema).
 
     ``on_start_gone`` is told when the range's start no longer exists (see the range reader).
     """
@@ -40,7 +42,8 @@ def read_partition(
     entries: Iterable[MessageColumns] = reader
     if work.min_publish_time is not None or work.max_publish_time is not None:
         entries = _published_between(reader, work.min_publish_time, work.max_publish_time)
-    yield from record_batches(entries, work.ref.topic, work.ref.partition)
+    values = value_decoder(work.value_schema, work.ref.topic, lookup)
+    yield from record_batches(entries, work.ref.topic, work.ref.partition, values=values)
 
 
 def _published_between(

@@ -963,6 +963,153 @@ class CommandGetTopicsOfNamespaceResponse(_message.Message):
 Global___CommandGetTopicsOfNamespaceResponse: _TypeAlias = CommandGetTopicsOfNamespaceResponse  # noqa: Y015
 
 @_typing.final
+class Schema(_message.Message):
+    """---------------------------------------------------------------------------
+    Schemas: what a producer registers and GET_SCHEMA answers
+    ---------------------------------------------------------------------------
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Type:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _TypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[Schema._Type.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        String: Schema._Type.ValueType  # 1
+        Json: Schema._Type.ValueType  # 2
+        Protobuf: Schema._Type.ValueType  # 3
+        Avro: Schema._Type.ValueType  # 4
+        Bool: Schema._Type.ValueType  # 5
+        Int8: Schema._Type.ValueType  # 6
+        Int16: Schema._Type.ValueType  # 7
+        Int32: Schema._Type.ValueType  # 8
+        Int64: Schema._Type.ValueType  # 9
+        Float: Schema._Type.ValueType  # 10
+        Double: Schema._Type.ValueType  # 11
+        Date: Schema._Type.ValueType  # 12
+        Time: Schema._Type.ValueType  # 13
+        Timestamp: Schema._Type.ValueType  # 14
+        KeyValue: Schema._Type.ValueType  # 15
+        Instant: Schema._Type.ValueType  # 16
+        LocalDate: Schema._Type.ValueType  # 17
+        LocalTime: Schema._Type.ValueType  # 18
+        LocalDateTime: Schema._Type.ValueType  # 19
+        ProtobufNative: Schema._Type.ValueType  # 20
+        AutoConsume: Schema._Type.ValueType  # 21
+
+    class Type(_Type, metaclass=_TypeEnumTypeWrapper): ...
+    String: Schema.Type.ValueType  # 1
+    Json: Schema.Type.ValueType  # 2
+    Protobuf: Schema.Type.ValueType  # 3
+    Avro: Schema.Type.ValueType  # 4
+    Bool: Schema.Type.ValueType  # 5
+    Int8: Schema.Type.ValueType  # 6
+    Int16: Schema.Type.ValueType  # 7
+    Int32: Schema.Type.ValueType  # 8
+    Int64: Schema.Type.ValueType  # 9
+    Float: Schema.Type.ValueType  # 10
+    Double: Schema.Type.ValueType  # 11
+    Date: Schema.Type.ValueType  # 12
+    Time: Schema.Type.ValueType  # 13
+    Timestamp: Schema.Type.ValueType  # 14
+    KeyValue: Schema.Type.ValueType  # 15
+    Instant: Schema.Type.ValueType  # 16
+    LocalDate: Schema.Type.ValueType  # 17
+    LocalTime: Schema.Type.ValueType  # 18
+    LocalDateTime: Schema.Type.ValueType  # 19
+    ProtobufNative: Schema.Type.ValueType  # 20
+    AutoConsume: Schema.Type.ValueType  # 21
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCHEMA_DATA_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    PROPERTIES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    schema_data: _builtins.bytes
+    """For Avro and Json the Avro schema as JSON text; empty for the primitive types."""
+    type: Global___Schema.Type.ValueType
+    @_builtins.property
+    def properties(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyValue]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str | None = ...,
+        schema_data: _builtins.bytes | None = ...,
+        type: Global___Schema.Type.ValueType | None = ...,
+        properties: _abc.Iterable[Global___KeyValue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "schema_data", b"schema_data", "type", b"type"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "properties", b"properties", "schema_data", b"schema_data", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Schema: _TypeAlias = Schema  # noqa: Y015
+
+@_typing.final
+class CommandGetSchema(_message.Message):
+    """No schema_version asks for the latest schema of the topic."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    topic: _builtins.str
+    schema_version: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        topic: _builtins.str | None = ...,
+        schema_version: _builtins.bytes | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "schema_version", b"schema_version", "topic", b"topic"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "schema_version", b"schema_version", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandGetSchema: _TypeAlias = CommandGetSchema  # noqa: Y015
+
+@_typing.final
+class CommandGetSchemaResponse(_message.Message):
+    """A topic without a schema answers error_code TopicNotFound and no schema."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    SCHEMA_FIELD_NUMBER: _builtins.int
+    SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    error_code: Global___ServerError.ValueType
+    error_message: _builtins.str
+    schema_version: _builtins.bytes
+    @_builtins.property
+    def schema(self) -> Global___Schema: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        error_code: Global___ServerError.ValueType | None = ...,
+        error_message: _builtins.str | None = ...,
+        schema: Global___Schema | None = ...,
+        schema_version: _builtins.bytes | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "request_id", b"request_id", "schema", b"schema", "schema_version", b"schema_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "request_id", b"request_id", "schema", b"schema", "schema_version", b"schema_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandGetSchemaResponse: _TypeAlias = CommandGetSchemaResponse  # noqa: Y015
+
+@_typing.final
 class CommandSubscribe(_message.Message):
     """---------------------------------------------------------------------------
     Consumer
@@ -1431,6 +1578,7 @@ class CommandProducer(_message.Message):
     PRODUCER_NAME_FIELD_NUMBER: _builtins.int
     ENCRYPTED_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    SCHEMA_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     USER_PROVIDED_PRODUCER_NAME_FIELD_NUMBER: _builtins.int
     PRODUCER_ACCESS_MODE_FIELD_NUMBER: _builtins.int
@@ -1448,6 +1596,8 @@ class CommandProducer(_message.Message):
     txn_enabled: _builtins.bool
     @_builtins.property
     def metadata(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyValue]: ...
+    @_builtins.property
+    def schema(self) -> Global___Schema: ...
     def __init__(
         self,
         *,
@@ -1457,15 +1607,16 @@ class CommandProducer(_message.Message):
         producer_name: _builtins.str | None = ...,
         encrypted: _builtins.bool | None = ...,
         metadata: _abc.Iterable[Global___KeyValue] | None = ...,
+        schema: Global___Schema | None = ...,
         epoch: _builtins.int | None = ...,
         user_provided_producer_name: _builtins.bool | None = ...,
         producer_access_mode: Global___CommandProducer.ProducerAccessMode.ValueType | None = ...,
         topic_epoch: _builtins.int | None = ...,
         txn_enabled: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "schema", b"schema", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "metadata", b"metadata", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "epoch", b"epoch", "metadata", b"metadata", "producer_access_mode", b"producer_access_mode", "producer_id", b"producer_id", "producer_name", b"producer_name", "request_id", b"request_id", "schema", b"schema", "topic", b"topic", "topic_epoch", b"topic_epoch", "txn_enabled", b"txn_enabled", "user_provided_producer_name", b"user_provided_producer_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1836,6 +1987,8 @@ class BaseCommand(_message.Message):
     ACTIVE_CONSUMER_CHANGE_FIELD_NUMBER: _builtins.int
     GETTOPICSOFNAMESPACE_FIELD_NUMBER: _builtins.int
     GETTOPICSOFNAMESPACERESPONSE_FIELD_NUMBER: _builtins.int
+    GETSCHEMA_FIELD_NUMBER: _builtins.int
+    GETSCHEMARESPONSE_FIELD_NUMBER: _builtins.int
     AUTHCHALLENGE_FIELD_NUMBER: _builtins.int
     AUTHRESPONSE_FIELD_NUMBER: _builtins.int
     ACKRESPONSE_FIELD_NUMBER: _builtins.int
@@ -1900,6 +2053,10 @@ class BaseCommand(_message.Message):
     @_builtins.property
     def getTopicsOfNamespaceResponse(self) -> Global___CommandGetTopicsOfNamespaceResponse: ...
     @_builtins.property
+    def getSchema(self) -> Global___CommandGetSchema: ...
+    @_builtins.property
+    def getSchemaResponse(self) -> Global___CommandGetSchemaResponse: ...
+    @_builtins.property
     def authChallenge(self) -> Global___CommandAuthChallenge: ...
     @_builtins.property
     def authResponse(self) -> Global___CommandAuthResponse: ...
@@ -1940,14 +2097,16 @@ class BaseCommand(_message.Message):
         active_consumer_change: Global___CommandActiveConsumerChange | None = ...,
         getTopicsOfNamespace: Global___CommandGetTopicsOfNamespace | None = ...,
         getTopicsOfNamespaceResponse: Global___CommandGetTopicsOfNamespaceResponse | None = ...,
+        getSchema: Global___CommandGetSchema | None = ...,
+        getSchemaResponse: Global___CommandGetSchemaResponse | None = ...,
         authChallenge: Global___CommandAuthChallenge | None = ...,
         authResponse: Global___CommandAuthResponse | None = ...,
         ackResponse: Global___CommandAckResponse | None = ...,
         topicMigrated: Global___CommandTopicMigrated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

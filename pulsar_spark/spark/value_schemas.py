@@ -1,0 +1,92 @@
+"""The ``value`` column's type: the topic's schema, fetched when the DataFrame is defined.
+
+With ``valueFormat`` ``auto`` the driver asks the broker for the latest schema of every topic
+read; the ``value`` column follows it (see :mod:`pulsar_spark.arrow.values`). Topics without
+a schema, with a schema that has no Spark mapping (Protobuf, KeyValue, ...), and topics chosen
+by ``topicsPattern`` are read as bytes. Topics with different schemas are refused: one column
+has one type. Executors decode with the schema fixed here, each message resolved from the
+version it was written with.
+
+A broker that cannot be asked when the DataFrame is defined (unreachable, credentials refused)
+leaves ``value`` as bytes, with a warning: the read then fails on its own when it connects,
+with the error it always gave, instead of at ``load()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+
+from pyspark.sql.types import BinaryType, StructType
+
+from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.schema import fetch_schema
+from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
+from pulsar_spark.protocol.schemas import SchemaInfo
+from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.read_options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
+    """The schema the ``value`` column follows; None for bytes."""
+    if options.value_format == "raw" or not options.topics.names:
+        return None
+    try:
+        found = _fetch_all(options)
+    except (SchemaError, ConfigurationError):
+        raise
+    except PulsarSparkError as exc:
+        log.warning("could not fetch the topics' schemas, so value is read as bytes: %s", exc)
+        return None
+    if len({None if info is None else (info.type, info.data) for info in found.values()}) > 1:
+        listed = "; ".join(f"{topic}: {_describe(info)}" for topic, info in found.items())
+        raise SchemaError(
+            f"the topics have different schemas ({listed}); the value column has one type, so "
+            "read them with valueFormat=raw or in one DataFrame per schema"
+        )
+    topic, info = next(iter(found.items()))
+    return None if info is None else ValueSchema.of(topic, info)
+
+
+def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:
+    lookup = make_lookup(options.client)
+    found: dict[str, SchemaInfo | None] = {}
+    for topic in options.topics.names:
+        fetch = functools.partial(fetch_schema, lookup, topic)
+        found[topic] = lookup.retrying(fetch, f"fetching the schema of {topic}")
+    return found
+
+
+def with_value_schema(
+    options: ReadOptions, schema: StructType, resolved: ValueSchema | None
+) -> ReadOptions:
+    """``options`` carrying the value schema, unless the DataFrame's schema (one the user may
+    have given) has a binary ``value``."""
+    if isinstance(schema["value"].dataType, BinaryType):
+        resolved = None
+    return dataclasses.replace(options, value_schema=resolved)
+
+
+def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> ValueDecoder | None:
+    """The executor's decoder for one topic's values (schema versions asked of ``lookup``)."""
+    if schema is None:
+        return None
+
+    def writer_schema(version: bytes) -> bytes | None:
+        info = lookup.retrying(
+            lambda: fetch_schema(lookup, topic, version), f"fetching a schema of {topic}"
+        )
+        return None if info is None else info.data
+
+    return ValueDecoder(dataclasses.replace(schema, topic=topic), writer_schema)
+
+
+def _describe(info: SchemaInfo | None) -> str:
+    if info is None:
+        return "no schema"
+    version = "" if info.version is None else f" version {int.from_bytes(info.version, 'big')}"
+    return f"{info.type_name}{version}"

@@ -1,0 +1,352 @@
+"""Typed ``value`` columns: topics with schemas, read through the proxy's Apache emulation.
+
+pulsar-lite keeps no schemas, so every test runs through :func:`apache_proxy`, which keeps the
+schemas producers register, numbers their versions, stamps the version on PRODUCER_SUCCESS
+(the producer then puts it on each message) and answers GET_SCHEMA as an Apache broker does.
+The official client (``pulsar-client``) produces with its own ``AvroSchema``, ``JsonSchema``
+and ``StringSchema``; Spark reads through the proxy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+from broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
+from pulsar.schema import (
+    Array,
+    AvroSchema,
+    Boolean,
+    Double,
+    JsonSchema,
+    Long,
+    Record,
+    String,
+    StringSchema,
+)
+from pyspark.sql import SparkSession
+from support.official import official_client
+from support.schemas import EVOLVED, avro_bytes
+from support.topics import full
+
+from pulsar_spark.arrow.schema import SCHEMA_DDL
+from pulsar_spark.local import LocalBroker
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+from pulsar_spark.spark.value_schemas import resolve_value_schema
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+APACHE_VERSION = "Pulsar Server4.0.1"
+
+READING: dict[str, Any] = {
+    "type": "record",
+    "name": "Reading",
+    "namespace": "test",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "count", "type": "long"},
+        {"name": "ratio", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "place",
+            "type": {
+                "type": "record",
+                "name": "Place",
+                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "long"}],
+            },
+        },
+    ],
+}
+AT = dt.datetime(2026, 3, 1, 12, 30, 45, 123000, tzinfo=dt.UTC)
+READINGS = [
+    {
+        "name": "first",
+        "count": 2**40,
+        "ratio": 0.25,
+        "ok": True,
+        "note": None,
+        "at": AT,
+        "tags": ["a", "b"],
+        "place": {"city": "Oslo", "zip": 150},
+    },
+    {
+        "name": "second",
+        "count": -3,
+        "ratio": -1.5,
+        "ok": False,
+        "note": "noted",
+        "at": AT + dt.timedelta(days=400, milliseconds=7),
+        "tags": [],
+        "place": {"city": "Lima", "zip": 15001},
+    },
+]
+
+
+@pytest.fixture
+def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, pulsar.Client]]:
+    """The proxy (naming the broker as Apache Pulsar) and an official client using it."""
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.server_version = APACHE_VERSION
+    client = official_client(proxy.url)
+    try:
+        yield proxy, answers, client
+    finally:
+        client.close()
+        proxy.close()
+
+
+def _read(spark: SparkSession, url: str, topic: str, **options: str) -> list[Any]:
+    reader = spark.read.format("pulsar").option("service.url", url).option("topic", topic)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    df = reader.load()
+    return [row.asDict(recursive=True) for row in df.orderBy("messageId").collect()]
+
+
+def _publish(client: pulsar.Client, topic: str, schema: Any, values: list[Any]) -> None:
+    producer = client.create_producer(topic, schema=schema, batching_enabled=False)
+    for value in values:
+        producer.send(value)
+    producer.close()
+
+
+def _utc(value: Any) -> Any:
+    """Spark's timestamps come back naive in the session time zone; tests run it in UTC."""
+    return value.replace(tzinfo=dt.UTC) if isinstance(value, dt.datetime) else value
+
+
+def test_avro_records_are_read_typed_field_by_field(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, answers, client = proxied
+    _publish(client, topic, AvroSchema(None, schema_definition=READING), READINGS)
+    assert len(answers.schemas[topic]) == 1
+
+    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    value_type = df.load().schema["value"].dataType.simpleString()
+    assert value_type == (
+        "struct<name:string,count:bigint,ratio:double,ok:boolean,note:string,at:timestamp,"
+        "tags:array<string>,place:struct<city:string,zip:bigint>>"
+    )
+    rows = [row["value"] for row in _read(spark, proxy.url, topic)]
+    got = [dict(row, at=_utc(spark_time(spark, row["at"]))) for row in rows]
+    assert got == READINGS
+
+
+def spark_time(spark: SparkSession, value: dt.datetime) -> dt.datetime:
+    """A naive timestamp Spark returned, as the UTC instant it stands for."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    if value.tzinfo is not None:
+        return value
+    from zoneinfo import ZoneInfo
+
+    return value.replace(tzinfo=ZoneInfo(zone or "UTC")).astimezone(dt.UTC)
+
+
+class Place(Record):
+    city = String()
+
+
+class Reading(Record):
+    name = String()
+    count = Long()
+    ratio = Double()
+    ok = Boolean()
+    note = String()
+    tags = Array(String())
+    place = Place()
+
+
+def test_json_records_and_strings_are_read_typed(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, _, client = proxied
+    values = [
+        Reading(
+            name="j", count=7, ratio=0.5, ok=True, note=None, tags=["x"], place=Place(city="Rome")
+        ),
+        Reading(name="k", count=-1, ratio=2.0, ok=False, note="n", tags=[], place=None),
+    ]
+    _publish(client, topic, JsonSchema(Reading), values)
+    rows = [row["value"] for row in _read(spark, proxy.url, topic)]
+    assert rows == [
+        {
+            "name": "j",
+            "count": 7,
+            "ratio": 0.5,
+            "ok": True,
+            "note": None,
+            "tags": ["x"],
+            "place": {"city": "Rome"},
+        },
+        {
+            "name": "k",
+            "count": -1,
+            "ratio": 2.0,
+            "ok": False,
+            "note": "n",
+            "tags": [],
+            "place": None,
+        },
+    ]
+
+    strings = topic + "-strings"
+    _publish(client, strings, StringSchema(), ["héllo", "", "wörld"])
+    assert [row["value"] for row in _read(spark, proxy.url, strings)] == ["héllo", "", "wörld"]
+
+
+def test_three_versions_are_read_resolved_to_the_newest(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, answers, client = proxied
+    _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
+    _publish(
+        client,
+        topic,
+        AvroSchema(None, schema_definition=EVOLVED[1]),
+        [{"id": 2, "label": "two", "weight": 2.5}],
+    )
+    _publish(
+        client, topic, AvroSchema(None, schema_definition=EVOLVED[2]), [{"id": 3, "label": "c"}]
+    )
+    assert len(answers.schemas[topic]) == 3
+
+    rows = _read(spark, proxy.url, topic)
+    assert [row["value"] for row in rows] == [
+        {"id": 1, "label": "unlabelled"},
+        {"id": 2, "label": "two"},
+        {"id": 3, "label": "c"},
+    ]
+
+    raw = _read(spark, proxy.url, topic, valueFormat="raw")
+    given = spark.read.format("pulsar").schema(SCHEMA_DDL).option("service.url", proxy.url)
+    rows_given = given.option("topic", topic).load().orderBy("messageId").collect()
+    assert [row.value for row in rows_given] == [row["value"] for row in raw]
+    assert [row["value"] for row in raw] == [
+        avro_bytes({"id": 1}, EVOLVED[0]),
+        avro_bytes({"id": 2, "label": "two", "weight": 2.5}, EVOLVED[1]),
+        avro_bytes({"id": 3, "label": "c"}, EVOLVED[2]),
+    ]
+
+
+def test_a_version_that_does_not_resolve_names_topic_versions_and_field(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, _, client = proxied
+    newer = {"type": "record", "name": "Event", "fields": [{"name": "serial", "type": "long"}]}
+    _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
+    _publish(client, topic, AvroSchema(None, schema_definition=newer), [{"serial": 2}])
+    with pytest.raises(Exception) as failure:
+        _read(spark, proxy.url, topic)
+    text = str(failure.value)
+    assert topic in text
+    assert "schema version 0" in text and "latest version 1" in text
+    assert "serial" in text
+
+
+def test_topics_with_different_schemas_are_refused_unless_raw(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, _, client = proxied
+    other = topic + "-other"
+    _publish(client, topic, StringSchema(), ["a"])
+    _publish(client, other, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
+    reader = spark.read.format("pulsar").option("service.url", proxy.url)
+    with pytest.raises(Exception, match="different schemas"):
+        reader.option("topics", f"{topic},{other}").load()
+    rows = reader.option("topics", f"{topic},{other}").option("valueFormat", "raw").load()
+    assert sorted(row.value for row in rows.collect()) == sorted(
+        [b"a", avro_bytes({"id": 1}, EVOLVED[0])]
+    )
+
+
+def test_batched_partitioned_topics_and_streams_read_typed(
+    spark: SparkSession,
+    proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client],
+    pooled_partitioned_topic: Callable[[int], str],
+    tmp_path: Path,
+) -> None:
+    """Batched entries carry the version in the entry's metadata; a partitioned topic's schema
+    is its parent's; a stream types values as a batch read does."""
+    proxy, answers, client = proxied
+    topic = full(pooled_partitioned_topic(2))
+    schema = AvroSchema(None, schema_definition=EVOLVED[2])
+    producer = client.create_producer(
+        topic, schema=schema, batching_enabled=True, batching_max_messages=10
+    )
+    for i in range(30):
+        producer.send_async({"id": i, "label": f"l{i}"}, None, partition_key=str(i))
+    producer.flush()
+    producer.close()
+    assert list(answers.schemas) == [topic]
+    expected = [{"id": i, "label": f"l{i}"} for i in range(30)]
+
+    rows = _read(spark, proxy.url, topic)
+    assert sorted((row["value"] for row in rows), key=lambda v: v["id"]) == expected
+    assert {row["messageId"]["batchIndex"] for row in rows} != {-1}
+
+    query = (
+        spark.readStream.format("pulsar")
+        .option("service.url", proxy.url)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value.id", "value.label")
+        .writeStream.format("memory")
+        .queryName("typed_values")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    streamed = spark.sql("select id, label from typed_values order by id").collect()
+    assert [row.asDict() for row in streamed] == expected
+
+
+def test_an_unreachable_broker_at_definition_leaves_value_as_bytes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The read itself then fails when it connects, as it always did."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    options = ReadOptions.parse(
+        {
+            "service.url": f"pulsar://127.0.0.1:{port}",
+            "topic": "t",
+            "pulsar.client.operationTimeoutMs": "300",
+        },
+        mode=ReadMode.BATCH,
+    )
+    with caplog.at_level(logging.WARNING):
+        assert resolve_value_schema(options) is None
+    assert "value is read as bytes" in caplog.text
+
+
+def test_pulsar_lite_is_not_asked_for_schemas(
+    broker: LocalBroker, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """pulsar-lite never answers GET_SCHEMA: asking would cost the operation timeout."""
+    proxy, answers, client = proxied
+    _publish(client, topic, StringSchema(), ["a"])
+    options = {"service.url": proxy.url, "topic": topic}
+    typed = resolve_value_schema(ReadOptions.parse(options, mode=ReadMode.BATCH))
+    assert typed is not None and typed.spark_type() == "string"
+    assert answers.schema_requests == 1
+
+    lite, lite_answers = apache_proxy((broker.host, broker.port))  # the broker's own name
+    try:
+        options = {"service.url": lite.url, "topic": topic}
+        assert resolve_value_schema(ReadOptions.parse(options, mode=ReadMode.BATCH)) is None
+    finally:
+        lite.close()
+    assert lite_answers.schema_requests == 0
