@@ -38,7 +38,7 @@ SEEDED_PARTITIONED_TOPICS: dict[str, int] = {"part2": 2, "part3": 3, "part4": 4}
 POOL_PARTITIONS: tuple[int, ...] = (2, 3, 4)
 """Partition counts available from ``pooled_partitioned_topic``."""
 
-POOL_SIZE = 24
+POOL_SIZE = 48
 """How many fresh topics of each partition count a test run can hand out."""
 
 FRAMES_DIR = Path(__file__).parent / "data" / "frames"
