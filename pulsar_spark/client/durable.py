@@ -14,8 +14,8 @@ inside a batched entry is acknowledged in two steps (:func:`cumulative_acks`): t
 before it as a whole, then, through the batch index, the entry's messages up to the position
 (``ack_set``, Apache Pulsar's batch-index acknowledgement). The first step is what a broker
 without batch-index acknowledgement enabled takes (it refuses an ``ack_set``), and it is all
-that is sent to a broker that counts Flow permits per entry (pulsar-lite,
-:func:`~pulsar_spark.client.flow_control.counts_entries`): pulsar-lite treats an ``ack_set``
+that is sent to pulsar-lite
+(:func:`~pulsar_spark.protocol.connection.is_pulsar_lite`): it treats an ``ack_set``
 as an acknowledgement of the whole entry, which would drop the messages after the position.
 There the subscription stays at most one entry behind; it never moves past a message that was
 not acknowledged.
@@ -29,11 +29,11 @@ from __future__ import annotations
 import logging
 
 from pulsar_spark.client.connection import Connection
-from pulsar_spark.client.flow_control import counts_entries
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import PulsarSparkError, server_error_for
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol.connection import is_pulsar_lite
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def acknowledge_through(
     try:
         attached.subscribe()
         acks = cumulative_acks(
-            position, whole_entries_only=counts_entries(attached.connection.server_version)
+            position, whole_entries_only=is_pulsar_lite(attached.connection.server_version)
         )
         try:
             for ack in acks:

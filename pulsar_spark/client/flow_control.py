@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pulsar_spark.protocol.connection import is_pulsar_lite
+
 FIRST_GRANT = 4
 """Permits of the first Flow: one entry or a few single messages, on either kind of broker."""
 
@@ -35,7 +37,7 @@ DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 
 def counts_entries(server_version: str) -> bool:
     """Whether a broker counts Flow permits per entry instead of per message (pulsar-lite)."""
-    return server_version.lower().startswith("pulsar-lite")
+    return is_pulsar_lite(server_version)
 
 
 @dataclass

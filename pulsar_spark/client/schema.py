@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.protocol import commands
+from pulsar_spark.protocol.connection import is_pulsar_lite
 from pulsar_spark.protocol.schemas import SchemaInfo, schema_from_response
 from pulsar_spark.topic import TopicName
 
 
 def keeps_schemas(server_version: str) -> bool:
     """Whether a broker has a schema registry; pulsar-lite ignores schemas altogether."""
-    return not server_version.lower().startswith("pulsar-lite")
+    return not is_pulsar_lite(server_version)
 
 
 def fetch_schema(lookup: Lookup, topic: str, version: bytes | None = None) -> SchemaInfo | None:

@@ -81,6 +81,13 @@ class Connected:
     max_message_size: int
 
 
+def is_pulsar_lite(server_version: str) -> bool:
+    """Whether the broker that answered CONNECTED with ``server_version`` is pulsar-lite, whose
+    differences from Apache Pulsar clients adapt to: Flow permits count entries, a batch-index
+    acknowledgement takes the whole entry, there is no schema registry."""
+    return server_version.lower().startswith("pulsar-lite")
+
+
 @dataclass(frozen=True, slots=True)
 class AuthChallenged:
     """The broker wants fresh credentials: answer with :meth:`ClientConnection.answer_challenge`."""

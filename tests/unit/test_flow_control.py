@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pulsar_spark.client.flow_control import FIRST_GRANT, FlowControl, counts_entries
+from pulsar_spark.protocol.connection import is_pulsar_lite
 
 MIB = 1024 * 1024
 
@@ -21,6 +22,7 @@ MIB = 1024 * 1024
 )
 def test_brokers_that_count_entries(version: str, expected: bool) -> None:
     assert counts_entries(version) is expected
+    assert is_pulsar_lite(version) is expected
 
 
 def test_messages_counted_batched_entries() -> None:
