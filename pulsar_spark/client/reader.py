@@ -156,11 +156,12 @@ class RangeReader:
     def _columns(self, run: SingleRun) -> Iterator[MessageColumns]:
         assembler = ChunkAssembler()
         end = self.range.end.entry
+        first, last = _bounds(self.range)
         for raw in self.entries(pending_chunks=lambda: assembler.pending > 0):
             past_end = raw.entry > end
             if not past_end and _plain_single(raw):
                 # one message, not chunked: decoded together with its neighbours
-                if _single_in_range(raw.entry, self.range):
+                if first <= (*raw.entry, -1) <= last:
                     run.add(*_decompressed(raw, raw.section.payload))
                     if len(run) >= MAX_RUN or run.size >= MAX_RUN_BYTES:
                         yield run.take()
@@ -177,7 +178,7 @@ class RangeReader:
             if past_end:
                 yield columns  # a chunked message that began inside the range ends here
                 continue
-            clipped = _clip(columns, self.range)
+            clipped = _clip(columns, first, last)
             if clipped is not None and clipped.count:
                 yield clipped
 
@@ -299,11 +300,6 @@ def _plain_single(raw: RawEntry) -> bool:
     )
 
 
-def _single_in_range(entry: tuple[int, int], read_range: ReadRange) -> bool:
-    first = (-1, -1, -1) if read_range.start.is_earliest else _first_key(read_range)
-    return first <= (*entry, -1) <= _last_key(read_range)
-
-
 def _decompressed(raw: RawEntry, payload: bytes) -> tuple[EntryInfo, pb.MessageMetadata, bytes]:
     """The entry's fields, metadata and ``payload`` (its own or a reassembled one) decompressed."""
     metadata = raw.section.metadata
@@ -388,11 +384,15 @@ def _past_end(entry: tuple[int, int], read_range: ReadRange) -> bool:
     return entry >= read_range.end.entry
 
 
-def _clip(columns: MessageColumns, read_range: ReadRange) -> MessageColumns | None:
-    """Keep only the rows inside the range (only the first and last entries need it)."""
-    first, last = _first_key(read_range), _last_key(read_range)
-    if read_range.start.is_earliest:
-        first = (-1, -1, -1)
+def _bounds(read_range: ReadRange) -> tuple[Key, Key]:
+    """The keys of the range's first and last messages (an earliest start: before any key)."""
+    first = (-1, -1, -1) if read_range.start.is_earliest else _first_key(read_range)
+    return first, _last_key(read_range)
+
+
+def _clip(columns: MessageColumns, first: Key, last: Key) -> MessageColumns | None:
+    """Keep only the rows from key ``first`` to ``last`` (only the first and last entries of
+    a range need it)."""
     entry = (columns.entry.ledger_id, columns.entry.entry_id)
     if entry < first[:2] or entry > last[:2]:
         return None
