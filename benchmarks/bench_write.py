@@ -42,12 +42,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    WorkerMemory,
     add_dataset_arguments,
     report,
+    short_error,
     spark_session,
     start_broker,
-    timer,
+    timed_run,
 )
 
 B_BATCH_MESSAGES = 1000
@@ -148,45 +148,10 @@ def measure(
     messages: int,
 ) -> list[dict[str, Any]]:
     """One write per topic in ``topics`` (the first is the warm-up); a failure is recorded."""
-    results = []
-    for run, topic in enumerate(topics):
-        kind = "warm-up" if run == 0 and len(topics) > 1 else "measured"
-        try:
-            with WorkerMemory() as memory, timer() as elapsed:
-                write(topic)
-        except Exception as exc:
-            error = short_error(exc)
-            print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
-            results.append({"side": label, "run": kind, "topic": topic, "error": error})
-            continue
-        seconds = elapsed["seconds"]
-        results.append(
-            {
-                "side": label,
-                "run": kind,
-                "topic": topic,
-                "seconds": round(seconds, 3),
-                "msg_per_s": round(messages / seconds),
-                **memory.peak.summary(),
-            }
-        )
-        print(
-            f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
-            f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
-            f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
-            "processes)",
-            flush=True,
-        )
-    return results
-
-
-def short_error(exc: BaseException) -> str:
-    """The line of a (possibly long, JVM-wrapped) error that says what went wrong."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("RuntimeError:", "pulsar_spark.errors.", "_pulsar.")):
-            return line[:300]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    return [
+        timed_run(label, run, len(topics), messages, lambda t=topic: write(t), topic=topic)
+        for run, topic in enumerate(topics)
+    ]
 
 
 def run_side(

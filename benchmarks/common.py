@@ -536,34 +536,16 @@ def measure(
 
     A failed run is recorded with its error and the next one still runs.
     """
-    results = []
-    for run in range(runs):
-        kind = "warm-up" if run == 0 and runs > 1 else "measured"
-        try:
-            with WorkerMemory() as memory, timer() as elapsed:
-                make_df().write.format("noop").mode("overwrite").save()
-        except Exception as exc:
-            error = short_error(exc)
-            print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
-            results.append({"side": label, "run": kind, "error": error})
-            continue
-        seconds = elapsed["seconds"]
-        results.append(
-            {
-                "side": label,
-                "run": kind,
-                "seconds": round(seconds, 3),
-                "msg_per_s": round(messages / seconds),
-                **memory.peak.summary(),
-            }
+    results = [
+        timed_run(
+            label,
+            run,
+            runs,
+            messages,
+            lambda: make_df().write.format("noop").mode("overwrite").save(),
         )
-        print(
-            f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
-            f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
-            f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
-            "processes)",
-            flush=True,
-        )
+        for run in range(runs)
+    ]
     count: int | None = None
     try:
         with timer() as elapsed:
@@ -574,11 +556,47 @@ def measure(
     return results, count
 
 
+def timed_run(
+    label: str,
+    run: int,
+    runs: int,
+    messages: int,
+    action: Callable[[], object],
+    **fields: object,
+) -> dict[str, Any]:
+    """Run ``action`` as run ``run`` of ``runs`` (the first of several is the warm-up), timed,
+    with the Python workers' memory sampled; its result row (``fields`` added), or its error."""
+    kind = "warm-up" if run == 0 and runs > 1 else "measured"
+    try:
+        with WorkerMemory() as memory, timer() as elapsed:
+            action()
+    except Exception as exc:
+        error = short_error(exc)
+        print(f"  {label} run {run + 1}: FAILED: {error}", flush=True)
+        return {"side": label, "run": kind, **fields, "error": error}
+    seconds = elapsed["seconds"]
+    print(
+        f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
+        f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
+        f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
+        "processes)",
+        flush=True,
+    )
+    return {
+        "side": label,
+        "run": kind,
+        **fields,
+        "seconds": round(seconds, 3),
+        "msg_per_s": round(messages / seconds),
+        **memory.peak.summary(),
+    }
+
+
 def short_error(exc: BaseException) -> str:
     """The line of a (possibly long, JVM-wrapped) error that says what went wrong."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     for line in lines:
-        if line.startswith(("TimeoutError:", "RuntimeError:", "_pulsar.")):
+        if line.startswith(("TimeoutError:", "RuntimeError:", "pulsar_spark.errors.", "_pulsar.")):
             return line[:300]
     return (lines[0] if lines else type(exc).__name__)[:300]
 
