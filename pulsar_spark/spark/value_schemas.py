@@ -20,6 +20,7 @@ import logging
 
 from pyspark.sql.types import BinaryType, StructType
 
+from pulsar_spark.arrow.key_values import KeyValueDecoder, RowDecoder
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.schema import fetch_schema
@@ -71,18 +72,25 @@ def with_value_schema(
     return dataclasses.replace(options, value_schema=resolved)
 
 
-def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> ValueDecoder | None:
-    """The executor's decoder for one topic's values (schema versions asked of ``lookup``)."""
+def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> RowDecoder | None:
+    """The executor's decoder for one topic's values, and keys of a KeyValue topic (schema
+    versions asked of ``lookup``)."""
     if schema is None:
         return None
 
-    def writer_schema(version: bytes) -> bytes | None:
-        info = lookup.retrying(
+    def writer_info(version: bytes) -> SchemaInfo | None:
+        return lookup.retrying(
             lambda: fetch_schema(lookup, topic, version), f"fetching a schema of {topic}"
         )
+
+    def writer_schema(version: bytes) -> bytes | None:
+        info = writer_info(version)
         return None if info is None else info.data
 
-    return ValueDecoder(dataclasses.replace(schema, topic=topic), writer_schema)
+    schema = dataclasses.replace(schema, topic=topic)
+    if schema.key is not None:
+        return KeyValueDecoder(schema, writer_info)
+    return ValueDecoder(schema, writer_schema)
 
 
 def _describe(info: SchemaInfo | None) -> str:

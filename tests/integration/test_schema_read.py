@@ -37,6 +37,7 @@ from support.topics import full
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.local import LocalBroker
+from pulsar_spark.protocol import pb
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
 
@@ -350,3 +351,71 @@ def test_pulsar_lite_is_not_asked_for_schemas(
     finally:
         lite.close()
     assert lite_answers.schema_requests == 0
+
+
+DATES_AND_TIMES: list[tuple[str, str, list[tuple[str, Any]]]] = [
+    (
+        "Date",
+        "date",
+        [("0000019ca9613183", dt.date(2026, 3, 1)), ("ffffffffffffffff", dt.date(1969, 12, 31))],
+    ),
+    (
+        "Time",
+        "time(6)",
+        [
+            ("0000019ca9613183", dt.time(12, 30, 45, 123000)),
+            ("ffffffffffffffff", dt.time(23, 59, 59, 999000)),
+        ],
+    ),
+    (
+        "Timestamp",
+        "timestamp",
+        [
+            ("0000019ca9613183", AT),
+            ("ffffffffffffffff", dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)),
+        ],
+    ),
+    (
+        "Instant",
+        "timestamp",
+        [("0000000069a43175075bcd15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=dt.UTC))],
+    ),
+    (
+        "LocalDate",
+        "date",
+        [("0000000000005021", dt.date(2026, 3, 1)), ("fffffffffff506c6", dt.date(1, 1, 1))],
+    ),
+    ("LocalTime", "time(6)", [("000029327b04bf79", dt.time(12, 34, 56, 789012))]),
+    (
+        "LocalDateTime",
+        "timestamp_ntz",
+        [("0000000000005021000028f7e2951f15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456))],
+    ),
+]
+"""Each date and time schema with payloads as Java's schema classes write them (see the unit
+tests for the layouts) and the Spark value each reads as."""
+
+
+def test_date_and_time_schemas_read_typed(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """The official Python client has none of these schemas, so each topic's schema is
+    registered with the proxy as a Java producer would register it, and the payloads are
+    produced as bytes."""
+    proxy, answers, client = proxied
+    for kind, ddl, cases in DATES_AND_TIMES:
+        name = f"{topic}-{kind.lower()}"
+        answers.schemas[name] = [
+            pb.Schema(name=kind, type=pb.Schema.Type.Value(kind), schema_data=b"")
+        ]
+        producer = client.create_producer(name, batching_enabled=False)
+        for raw, _ in cases:
+            producer.send(bytes.fromhex(raw))
+        producer.send(None)  # a null value
+        producer.close()
+        df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", name)
+        assert df.load().schema["value"].dataType.simpleString() == ddl
+        values = [row["value"] for row in _read(spark, proxy.url, name)]
+        if ddl == "timestamp":
+            values = [None if v is None else _utc(spark_time(spark, v)) for v in values]
+        assert values == [*(value for _, value in cases), None], kind
