@@ -1,9 +1,10 @@
 """The ``value`` column's type: the topic's schema, fetched when the DataFrame is defined.
 
 With ``valueFormat`` ``auto`` the driver asks the broker for the latest schema of every topic
-read; the ``value`` column follows it (see :mod:`pulsar_spark.arrow.values`). Topics without
-a schema, with a schema that has no Spark mapping (Protobuf, KeyValue, ...), and topics chosen
-by ``topicsPattern`` are read as bytes. Topics with different schemas are refused: one column
+read; the ``value`` column follows it (see :mod:`pulsar_spark.arrow.values`), and for a
+KeyValue schema the ``key`` column too (:mod:`pulsar_spark.arrow.key_values`). Topics without
+a schema, with a schema that has no Spark mapping (Protobuf, ...), and topics chosen by
+``topicsPattern`` are read as bytes. Topics with different schemas are refused: one column
 has one type. Executors decode with the schema fixed here, each message resolved from the
 version it was written with.
 

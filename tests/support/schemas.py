@@ -8,9 +8,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import _pulsar
 import fastavro
-import pulsar
 
 from pulsar_spark.protocol import pb
 
@@ -86,21 +84,3 @@ def key_value_schema(key: Half, value: Half, encoding: str) -> pb.Schema:
         schema_data=key_value_layout(key.data, value.data),
         properties=[pb.KeyValue(key=k, value=v) for k, v in properties.items()],
     )
-
-
-class InlineKeyValue(pulsar.schema.Schema):  # type: ignore[misc]
-    """A KEY_VALUE INLINE schema for the official Python client, which has none of its own:
-    it registers ``schema``'s type and data (the Python client cannot send properties) and
-    writes each ``(key, value)`` pair, already encoded, as an INLINE payload."""
-
-    def __init__(self, schema: pb.Schema) -> None:
-        self._record_cls = tuple
-        self._schema_info = _pulsar.SchemaInfo(
-            _pulsar.SchemaType.KEY_VALUE, schema.name, schema.schema_data
-        )
-
-    def encode(self, obj: tuple[bytes | None, bytes | None]) -> bytes:
-        return key_value_layout(*obj)
-
-    def decode(self, data: bytes) -> tuple[bytes | None, bytes | None]:
-        raise NotImplementedError("the tests only produce with it")
