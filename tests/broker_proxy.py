@@ -720,6 +720,10 @@ class ApacheAnswers:
       them), so the producer stamps it on every message. :meth:`answer` answers GET_SCHEMA
       from ``schemas`` (the latest, or the version asked for), and a topic without one, or a
       version it does not have, with TopicNotFound "Topic not found or no-schema".
+    - Every topic a producer opens through the proxy (a partition's own name for a partitioned
+      topic) is kept in ``topics``; :meth:`answer` answers GET_TOPICS_OF_NAMESPACE with those
+      of the namespace asked for, as an Apache broker lists the topics it has (pulsar-lite never
+      answers it).
     """
 
     def __init__(self, *, advertise_tls_url: bool = True) -> None:
@@ -733,6 +737,7 @@ class ApacheAnswers:
         self.acks: list[pb.CommandAck] = []
         self.schemas: dict[str, list[pb.Schema]] = {}
         self.schema_requests = 0
+        self.topics: set[str] = set()
         self._producer_versions: dict[int, bytes] = {}
 
     def __call__(self, command: pb.BaseCommand) -> bool:
@@ -768,6 +773,7 @@ class ApacheAnswers:
         return False
 
     def _producer_schema(self, producer: pb.CommandProducer) -> None:
+        self.topics.add(TopicName.parse(producer.topic).full_name)
         if producer.HasField("schema"):
             version = self._register(producer.topic, producer.schema)
             if version is not None:
@@ -785,7 +791,10 @@ class ApacheAnswers:
         return changed
 
     def answer(self, command: pb.BaseCommand) -> pb.BaseCommand | None:
-        """GET_SCHEMA answered as an Apache broker does (pulsar-lite never answers it)."""
+        """GET_SCHEMA and GET_TOPICS_OF_NAMESPACE answered as an Apache broker answers them
+        (pulsar-lite answers neither)."""
+        if command.type == Type.GET_TOPICS_OF_NAMESPACE:
+            return self._topics_of_namespace(command.getTopicsOfNamespace)
         if command.type != Type.GET_SCHEMA:
             return None
         self.schema_requests += 1
@@ -802,6 +811,24 @@ class ApacheAnswers:
             response.error_code = pb.TopicNotFound
             response.error_message = "Topic not found or no-schema"
         return pb.BaseCommand(type=Type.GET_SCHEMA_RESPONSE, getSchemaResponse=response)
+
+    def _topics_of_namespace(self, request: pb.CommandGetTopicsOfNamespace) -> pb.BaseCommand:
+        listed = sorted(
+            topic
+            for topic in self.topics
+            if TopicName.parse(topic).namespace_name == request.namespace
+            and (
+                request.mode == pb.CommandGetTopicsOfNamespace.ALL
+                or topic.startswith("persistent://")
+                == (request.mode == pb.CommandGetTopicsOfNamespace.PERSISTENT)
+            )
+        )
+        response = pb.CommandGetTopicsOfNamespaceResponse(
+            request_id=request.request_id, topics=listed
+        )
+        return pb.BaseCommand(
+            type=Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=response
+        )
 
     def _register(self, topic: str, schema: pb.Schema) -> bytes | None:
         """The version of ``schema`` on ``topic``, added if new; None for no schema (bytes)."""

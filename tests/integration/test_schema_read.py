@@ -515,3 +515,39 @@ def test_key_value_separated_keys_are_message_keys(
     producer.close()
     rows = _read(spark, proxy.url, strings)
     assert [(row["key"], row["value"]) for row in rows] == [("clé", {"id": 1}), (None, {"id": 2})]
+
+
+def test_topics_pattern_reads_typed_under_the_one_schema_rule(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """The pattern is resolved on the driver (GetTopicsOfNamespace, answered by the proxy as an
+    Apache broker lists its topics); the topics it matches must share one schema."""
+    proxy, _, client = proxied
+    schema = AvroSchema(None, schema_definition=EVOLVED[2])
+    _publish(client, topic + "-pa", schema, [{"id": 1, "label": "a"}])
+    _publish(client, topic + "-pb", schema, [{"id": 2, "label": "b"}, {"id": 3, "label": "c"}])
+    _publish(client, topic + "-other", StringSchema(), ["not matched"])
+    pattern = topic.rpartition("/")[2] + "-p.*"
+    reader = spark.read.format("pulsar").option("service.url", proxy.url)
+    df = reader.option("topicsPattern", pattern).load()
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,label:string>"
+    rows = df.orderBy("value.id").collect()
+    assert [(row.topic, row.value.asDict()) for row in rows] == [
+        (topic + "-pa", {"id": 1, "label": "a"}),
+        (topic + "-pb", {"id": 2, "label": "b"}),
+        (topic + "-pb", {"id": 3, "label": "c"}),
+    ]
+
+    _publish(client, topic + "-pc", StringSchema(), ["c"])
+    with pytest.raises(Exception, match="different schemas") as refused:
+        reader.option("topicsPattern", pattern).load()
+    assert f"{topic}-pc: String version 0" in str(refused.value)
+    raw = reader.option("topicsPattern", pattern).option("valueFormat", "raw").load()
+    assert sorted(row.value for row in raw.collect()) == sorted(
+        [
+            avro_bytes({"id": 1, "label": "a"}, EVOLVED[2]),
+            avro_bytes({"id": 2, "label": "b"}, EVOLVED[2]),
+            avro_bytes({"id": 3, "label": "c"}, EVOLVED[2]),
+            b"c",
+        ]
+    )
