@@ -12,6 +12,7 @@ primitives (String, Int64,   see :mod:`pulsar_spark.arrow.primitives`
 Date, Instant, LocalTime...)
 KeyValue                     ``key`` and ``value`` typed by its key and value schemas (see
                              :mod:`pulsar_spark.arrow.key_values`)
+ProtobufNative               struct of the root message (see :mod:`pulsar_spark.arrow.protobuf`)
 Avro, Json: record           struct, one field per record field, in order
 array / map                  array / map<string, ...>
 union of null and one type   that type (nullable); other unions are refused
@@ -47,6 +48,7 @@ import fastavro
 import pyarrow as pa
 
 from pulsar_spark.arrow.primitives import PRIMITIVES
+from pulsar_spark.arrow.protobuf import protobuf_schema
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb
@@ -57,6 +59,7 @@ SchemaType = pb.Schema.Type
 
 _BYTES = SchemaType.Value("None")  # a key or value of a KeyValue schema kept as bytes
 _AVRO = SchemaType.Value("Avro")
+_PROTOBUF = SchemaType.Value("ProtobufNative")
 _JSON = SchemaType.Value("Json")
 _EPOCH_DAY = dt.date(1970, 1, 1)
 
@@ -85,7 +88,7 @@ class ValueSchema:
 
     @classmethod
     def of(cls, topic: str, info: SchemaInfo) -> ValueSchema | None:
-        """The typed schema for ``info``; None for types read as bytes (Protobuf...)."""
+        """The typed schema for ``info``; None for types read as bytes (BYTES, Protobuf...)."""
         if info.type == SchemaType.Value("KeyValue"):
             halves = key_value_schemas(info, topic)
             key = cls.of(topic, halves.key) or cls(topic, _BYTES, b"", info.version)
@@ -93,6 +96,9 @@ class ValueSchema:
             return dataclasses.replace(value, key=key, separated=halves.separated)
         if info.type in PRIMITIVES:
             return cls(topic, info.type, b"", info.version)
+        if info.type == _PROTOBUF:
+            protobuf_schema(info.data, topic)  # refuse what has no mapping now, on the driver
+            return cls(topic, info.type, info.data, info.version)
         if info.type not in (_AVRO, _JSON):
             return None
         try:
@@ -109,6 +115,8 @@ class ValueSchema:
             return "binary"
         if self.type in PRIMITIVES:
             return PRIMITIVES[self.type].ddl
+        if self.type == _PROTOBUF:
+            return protobuf_schema(self.data, self.topic).spark_type
         return _types(self.avro, self.topic)[0]
 
     def arrow_type(self) -> pa.DataType:
@@ -117,6 +125,8 @@ class ValueSchema:
             return pa.binary()
         if self.type in PRIMITIVES:
             return PRIMITIVES[self.type].arrow
+        if self.type == _PROTOBUF:
+            return protobuf_schema(self.data, self.topic).arrow_type
         return _types(self.avro, self.topic)[1]
 
     def read_schema_ddl(self) -> str:
@@ -166,6 +176,8 @@ class ValueDecoder:
             return values
         if kind in PRIMITIVES:
             return PRIMITIVES[kind].decode(values, self.schema.topic, type_name(kind))
+        if kind == _PROTOBUF:
+            return protobuf_schema(self.schema.data, self.schema.topic).decode(values)
         raw = values.to_pylist()
         if kind == _JSON:
             decoded = [None if v is None else self._json(v) for v in raw]

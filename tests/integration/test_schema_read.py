@@ -10,6 +10,7 @@ and ``StringSchema``; Spark reads through the proxy.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import logging
 import socket
 from collections.abc import Callable, Iterator
@@ -26,11 +27,13 @@ from pulsar.schema import (
     Double,
     JsonSchema,
     Long,
+    ProtobufNativeSchema,
     Record,
     String,
     StringSchema,
 )
 from pyspark.sql import SparkSession
+from support import protobuf_messages as proto
 from support.official import official_client
 from support.schemas import (
     EVOLVED,
@@ -550,4 +553,60 @@ def test_topics_pattern_reads_typed_under_the_one_schema_rule(
             avro_bytes({"id": 3, "label": "c"}, EVOLVED[2]),
             b"c",
         ]
+    )
+
+
+def test_protobuf_native_from_the_official_client(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, answers, client = proxied
+    messages = [
+        proto.Reading(
+            name="a",
+            count=-(2**40),
+            note="n",
+            tags=["x"],
+            counts={"k": 7},
+            color=1,
+            place=proto.Place(city="Oslo", zip=150),
+            places=[proto.Place(city="Lima")],
+            big=2**64 - 1,
+        ),
+        proto.Reading(),
+    ]
+    _publish(client, topic, ProtobufNativeSchema(proto.Reading), messages)
+    (registered,) = answers.schemas[topic]
+    assert registered.type == pb.Schema.Type.Value("ProtobufNative")
+
+    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    assert df.load().schema["value"].dataType.simpleString() == proto.READING_SPARK
+    full, empty = (row["value"] for row in _read(spark, proxy.url, topic))
+    assert full == {
+        "name": "a",
+        "count": -(2**40),
+        "ratio": 0.0,
+        "ok": False,
+        "note": "n",
+        "tags": ["x"],
+        "counts": {"k": 7},
+        "color": "BLUE",
+        "place": {"city": "Oslo", "zip": 150},
+        "places": [{"city": "Lima", "zip": 0}],
+        "blob": b"",
+        "big": decimal.Decimal(2**64 - 1),
+        "small": 0,
+        "ratio32": 0.0,
+        "unsigned": 0,
+    }
+    assert empty == dict(
+        full,
+        name="",
+        count=0,
+        note=None,
+        tags=[],
+        counts={},
+        color="RED",
+        place=None,
+        places=[],
+        big=decimal.Decimal(0),
     )
