@@ -216,7 +216,15 @@ def side_a(spark: Any, service_url: str, published: Published) -> Any:
     )
 
 
-def side_b(spark: Any, service_url: str, published: Published) -> Any:
+def side_b(
+    spark: Any,
+    service_url: str,
+    published: Published,
+    body: Callable[[Iterator[Any]], Iterator[Any]] = read_with_official_client,
+    schema: str = B_SCHEMA,
+) -> Any:
+    """Side B: ``body`` (by default ``read_with_official_client``) in ``mapInArrow``, one task
+    per partition, producing ``schema``."""
     rows = [
         (
             service_url,
@@ -233,7 +241,7 @@ def side_b(spark: Any, service_url: str, published: Published) -> Any:
         "service_url string, topic string, partition_topic string, partition int, "
         "expected bigint, last_ledger bigint, last_entry bigint, last_batch int",
     ).repartition(published.partitions)
-    return partitions.mapInArrow(read_with_official_client, B_SCHEMA)
+    return partitions.mapInArrow(body, schema)
 
 
 def side_c(spark: Any, service_url: str, published: Published) -> Any:

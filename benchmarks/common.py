@@ -17,6 +17,8 @@ of every partition within ``timeout`` seconds, and a rejected send raises too.
 from __future__ import annotations
 
 import argparse
+import datetime
+import io
 import json
 import multiprocessing
 import os
@@ -79,9 +81,10 @@ class Shape:
     compression: str = "none"  # "none" or "lz4"
     batching: bool = True
     batch_bytes: int = 1 << 20
+    avro: bool = False  # values: Avro records of support.schemas.READING, not ``size`` bytes
 
     def describe(self) -> str:
-        parts = [f"{self.size:,} B"]
+        parts = ["Avro records of 8 fields" if self.avro else f"{self.size:,} B"]
         if self.keyed:
             parts.append("keyed + 2 properties")
         if self.compression != "none":
@@ -210,8 +213,37 @@ def _ready(_: int) -> bool:
     return True
 
 
+def avro_records(count: int) -> list[dict[str, Any]]:
+    """``count`` distinct records of the tests' ``READING`` (``tests/support/schemas.py``)."""
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    return [
+        {
+            "name": f"sensor-{n}",
+            "count": n * 7919,
+            "ratio": n / 1024,
+            "ok": n % 2 == 0,
+            "note": None if n % 3 else f"note {n}",
+            "at": start + datetime.timedelta(milliseconds=n * 1001),
+            "tags": [f"t{n % 5}", f"t{n % 7}"][: n % 3],
+            "place": {"city": ("Oslo", "Lima", "Rome", "Pune")[n % 4], "zip": n},
+        }
+        for n in range(count)
+    ]
+
+
 def _payloads(shape: Shape) -> list[bytes]:
-    """1024 values of ``shape.size`` bytes to cycle through."""
+    """1024 values of ``shape.size`` bytes (or Avro records) to cycle through."""
+    if shape.avro:
+        import fastavro
+        from support.schemas import READING  # tests/ is on the path of avro benchmarks
+
+        parsed = fastavro.parse_schema(READING)
+        encoded = []
+        for record in avro_records(1024):
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, parsed, record)
+            encoded.append(out.getvalue())
+        return encoded
     if shape.compression == "none":
         return [os.urandom(shape.size) for _ in range(1024)]
     words = ["order", "user", "amount", "currency", "EUR", "status", "shipped", "items"]

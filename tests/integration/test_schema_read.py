@@ -37,6 +37,7 @@ from support import protobuf_messages as proto
 from support.official import official_client
 from support.schemas import (
     EVOLVED,
+    READING,
     Half,
     avro_bytes,
     key_value_layout,
@@ -54,28 +55,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 APACHE_VERSION = "Pulsar Server4.0.1"
 
-READING: dict[str, Any] = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "test",
-    "fields": [
-        {"name": "name", "type": "string"},
-        {"name": "count", "type": "long"},
-        {"name": "ratio", "type": "double"},
-        {"name": "ok", "type": "boolean"},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {
-            "name": "place",
-            "type": {
-                "type": "record",
-                "name": "Place",
-                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "long"}],
-            },
-        },
-    ],
-}
 AT = dt.datetime(2026, 3, 1, 12, 30, 45, 123000, tzinfo=dt.UTC)
 READINGS = [
     {

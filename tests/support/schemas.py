@@ -36,6 +36,32 @@ EVOLVED: list[dict[str, Any]] = [
 more removed."""
 
 
+READING: dict[str, Any] = {
+    "type": "record",
+    "name": "Reading",
+    "namespace": "test",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "count", "type": "long"},
+        {"name": "ratio", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "place",
+            "type": {
+                "type": "record",
+                "name": "Place",
+                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "long"}],
+            },
+        },
+    ],
+}
+"""A record of 8 fields: string, long, double, boolean, nullable string, timestamp-millis,
+array of strings, nested record (the schema tests' and the schema benchmark's)."""
+
+
 def avro_bytes(value: dict[str, Any], schema: dict[str, Any]) -> bytes:
     """``value`` in Avro binary encoding without a header, as Pulsar producers write it."""
     out = io.BytesIO()
