@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
+from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol.key_value import KeyValueSchemas, key_value_schemas, split_all
 from pulsar_spark.protocol.schemas import SchemaInfo
 
@@ -55,7 +56,10 @@ class KeyValueDecoder:
         """The typed ``key`` and ``value`` columns of messages with these ``keys`` (binary
         message keys), ``values`` (binary payloads) and schema ``versions``."""
         if not self.schema.separated:
-            inline_keys, inline_values = split_all(values.to_pylist())
+            try:
+                inline_keys, inline_values = split_all(values.to_pylist())
+            except SchemaError as exc:
+                raise SchemaError(f"topic {self.schema.topic}: {exc}") from exc
             keys = pa.array(inline_keys, pa.binary())
             values = pa.array(inline_values, pa.binary())
         return self._keys.decode(keys, versions), self._values.decode(values, versions)

@@ -173,3 +173,13 @@ def test_bytes_halves_stay_binary() -> None:
     payload = bytes.fromhex("00000002abcd00000008ffffffffffffff85")
     keys, values = decoder.decode_columns(pa.nulls(1, pa.binary()), pa.array([payload]), [V0])
     assert (keys.to_pylist(), values.to_pylist()) == ([b"\xab\xcd"], [-123])
+
+
+def test_a_cut_inline_payload_names_the_topic() -> None:
+    schema_pb = key_value_schema(Half("STRING", "String"), Half("STRING", "String"), "INLINE")
+    schema = ValueSchema.of(TOPIC, _kv(schema_pb, V0))
+    assert schema is not None
+    decoder = KeyValueDecoder(schema, lambda version: _kv(schema_pb, version))
+    cut = pa.array([bytes.fromhex("00000001")], pa.binary())
+    with pytest.raises(SchemaError, match=r"kv: a KeyValue payload of 4 bytes is cut short"):
+        decoder.decode_columns(pa.nulls(1, pa.binary()), cut, [V0])
