@@ -28,6 +28,7 @@ from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.schema import fetch_schema, keeps_schemas
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.planning import make_lookup, match_pattern
 from pulsar_spark.spark.read_options import ReadOptions
@@ -48,7 +49,7 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
         return None
     if not found:  # a pattern that matches nothing yet, or a broker without schemas
         return None
-    if len({None if info is None else (info.type, info.data) for info in found.values()}) > 1:
+    if len({_identity(info) for info in found.values()}) > 1:
         listed = "; ".join(f"{topic}: {_describe(info)}" for topic, info in found.items())
         raise SchemaError(
             f"the topics have different schemas ({listed}); the value column has one type, so "
@@ -104,6 +105,16 @@ def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> Row
     if schema.key is not None:
         return KeyValueDecoder(schema, writer_info)
     return ValueDecoder(schema, writer_schema)
+
+
+def _identity(info: SchemaInfo | None) -> tuple[object, ...] | None:
+    """What two topics' schemas must share to be read as one: type and data, and for a
+    KeyValue schema its properties too (they name the halves' types and the encoding)."""
+    if info is None:
+        return None
+    if info.type == pb.Schema.Type.Value("KeyValue"):
+        return info.type, info.data, tuple(sorted(info.properties))
+    return info.type, info.data
 
 
 def _describe(info: SchemaInfo | None) -> str:

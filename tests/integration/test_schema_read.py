@@ -487,6 +487,16 @@ def test_key_value_separated_keys_are_message_keys(
     assert [row["key"] for row in rows] == KEYS
     assert _readings(spark, [row["value"] for row in rows]) == values
 
+    # The same two schemas INLINE: the same schema data, so only the properties tell them apart.
+    inline = topic + "-inline"
+    answers.schemas[inline] = [
+        key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
+    ]
+    assert answers.schemas[inline][0].schema_data == answers.schemas[topic][0].schema_data
+    both = spark.read.format("pulsar").option("service.url", proxy.url)
+    with pytest.raises(Exception, match="different schemas"):
+        both.option("topics", f"{topic},{inline}").load()
+
     strings = topic + "-strings"
     answers.schemas[strings] = [
         key_value_schema(Half("STRING", "String"), Half.avro(EVOLVED[0]), "SEPARATED")
