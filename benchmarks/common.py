@@ -301,7 +301,7 @@ def _publish_partitions(
                 last = n == counts[index] - 1
                 producers[index].send_async(
                     payloads[sent % pool],
-                    on_last(index) if last else _NO_OP_CALLBACK,
+                    on_last(index) if last else NO_OP_CALLBACK,
                     **_message_fields(shape, sent),
                 )
                 sent += 1
@@ -319,10 +319,20 @@ def _publish_partitions(
 
 
 # A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
-_NO_OP_CALLBACK = slice
+NO_OP_CALLBACK = slice
 
 
 # ---------------------------------------------------------------------------- Spark
+
+# The phases of a streaming micro-batch's ``durationMs`` (``query.recentProgress``) reported.
+PHASES = (
+    "triggerExecution",
+    "latestOffset",
+    "queryPlanning",
+    "walCommit",
+    "addBatch",
+    "commitOffsets",
+)
 
 
 def spark_session(app: str, *, extra: dict[str, str] | None = None) -> SparkSession:
