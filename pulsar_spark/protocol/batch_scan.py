@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pulsar_spark.protocol.batch_fields import BatchFields
+from pulsar_spark.protocol.varints import decode_words
 
 _U64 = npt.NDArray[np.uint64]
 _I64 = npt.NDArray[np.int64]
@@ -65,14 +66,6 @@ def _tag_tables() -> tuple[npt.NDArray[np.bool_], _I64, _I64, npt.NDArray[np.boo
 
 
 _MAY_FOLLOW, _STATE_AFTER, _LENGTH_DELIMITED, _OPENING = _tag_tables()
-_HIGH_BITS = np.uint64(0x8080808080808080)
-_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
-_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
-_SQUEEZE = (
-    (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), _ONE),
-    (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), _TWO),
-    (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), _FOUR),
-)
 
 
 class _Bytes:
@@ -93,22 +86,11 @@ class _Bytes:
             return first.astype(np.uint64), 1
         last = self.size - 8
         if at.max() <= last:
-            return _decode_words(self.u64[at])
+            return decode_words(self.u64[at])
         # Some begin within the last eight bytes: shift the last word into place for them.
         word_at = np.minimum(at, last)
         past = np.minimum(at, self.size) - word_at
-        return _decode_words(self.u64[word_at] >> (past * 8).astype(np.uint64))
-
-
-def _decode_words(words: _U64) -> tuple[_U64, _I64]:
-    """The varint at the start of each word, and its length (0 when over eight bytes)."""
-    ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear
-    lowest = ends & (~ends + _ONE)
-    kept = words & ((lowest << _ONE) - _ONE) & _LOW_BITS
-    for low, high, shift in _SQUEEZE:  # 7-bit groups into 14, 28, then 56 contiguous bits
-        kept = (kept & low) | ((kept & high) >> shift)
-    lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
-    return kept, lengths
+        return decode_words(self.u64[word_at] >> (past * 8).astype(np.uint64))
 
 
 def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | None:
