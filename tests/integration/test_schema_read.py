@@ -32,7 +32,7 @@ from pulsar.schema import (
 )
 from pyspark.sql import SparkSession
 from support.official import official_client
-from support.schemas import EVOLVED, avro_bytes
+from support.schemas import EVOLVED, READING, avro_bytes
 from support.topics import full
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
@@ -44,28 +44,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 APACHE_VERSION = "Pulsar Server4.0.1"
 
-READING: dict[str, Any] = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "test",
-    "fields": [
-        {"name": "name", "type": "string"},
-        {"name": "count", "type": "long"},
-        {"name": "ratio", "type": "double"},
-        {"name": "ok", "type": "boolean"},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {
-            "name": "place",
-            "type": {
-                "type": "record",
-                "name": "Place",
-                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "long"}],
-            },
-        },
-    ],
-}
 AT = dt.datetime(2026, 3, 1, 12, 30, 45, 123000, tzinfo=dt.UTC)
 READINGS = [
     {
