@@ -28,6 +28,8 @@ Only field positions and numbers come out (:class:`BatchFields`); nothing is cop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -95,11 +97,23 @@ class _Bytes:
 
 def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | None:
     """The fields of the ``count`` records in ``data``, or None to leave them to the walk."""
+    found = scan_batches(data, [len(data)], [count], [base_sequence])
+    return None if found is None else found[0]
+
+
+def scan_batches(
+    data: bytes, sizes: Sequence[int], counts: Sequence[int], base_sequences: Sequence[int]
+) -> list[BatchFields] | None:
+    """The fields of several batches laid end to end in ``data`` (batch k: ``sizes[k]`` bytes,
+    ``counts[k]`` records, the batch's sequence id ``base_sequences[k]``), in one scan whose
+    fixed cost is paid once; positions are into ``data``. None when any of them is left to the
+    walk (then each can be scanned alone)."""
+    total = sum(counts)
     if len(data) < 8:
         return None
     raw = _Bytes(data)
     starts = _candidates(raw)
-    if len(starts) < count:
+    if len(starts) < total:
         return None
     smm_end = starts + 4 + ((raw.u8[starts + 2].astype(np.int64) << 8) | raw.u8[starts + 3])
     fields = _read_smms(raw, starts + 4, smm_end)
@@ -107,19 +121,26 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         return None
     table = _FieldTable(fields, len(starts))
     payload_size = table.number(_PAYLOAD_SIZE)
-    chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, count)
+    chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, total)
     if chain is None:
         return None
+    firsts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=firsts[1:])
+    if len(counts) > 1:
+        # The chain crossed every boundary between batches: at the record each batch counts?
+        boundaries = np.cumsum(np.array(sizes[:-1], dtype=np.int64))
+        if not np.array_equal(starts[chain][firsts[1:]], boundaries):
+            return None
     pairs = _pairs(raw, fields, chain, len(starts))
     if pairs is None:
         return None
     offsets, name_start, name_length, item_start, item_length = pairs
-    sequence_id = np.where(
-        table.has(_SEQUENCE_ID)[chain],
-        table.number(_SEQUENCE_ID)[chain],
-        (np.arange(count, dtype=np.uint64) + np.uint64(base_sequence)).view(np.int64),
+    # Where a record has no sequence id of its own: its batch's, plus its index in the batch.
+    default = np.arange(total, dtype=np.uint64) + np.repeat(
+        np.array(base_sequences, dtype=np.uint64) - firsts.astype(np.uint64),
+        np.array(counts, dtype=np.int64),
     )
-    return BatchFields(
+    whole = BatchFields(
         value_start=smm_end[chain],
         value_length=payload_size[chain],
         null_value=table.flag(_NULL_VALUE)[chain],
@@ -129,7 +150,11 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         key_b64=table.flag(_KEY_B64)[chain],
         null_key=table.flag(_NULL_KEY)[chain],
         event_time=table.number(_EVENT_TIME)[chain],
-        sequence_id=sequence_id,
+        sequence_id=np.where(
+            table.has(_SEQUENCE_ID)[chain],
+            table.number(_SEQUENCE_ID)[chain],
+            default.view(np.int64),
+        ),
         compacted_out=table.flag(_COMPACTED_OUT)[chain],
         property_offsets=offsets,
         name_start=name_start,
@@ -137,6 +162,12 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         item_start=item_start,
         item_length=item_length,
     )
+    if len(counts) == 1:
+        return [whole]
+    return [
+        whole.rows(int(first), int(first) + count)
+        for first, count in zip(firsts, counts, strict=True)
+    ]
 
 
 def _candidates(raw: _Bytes) -> _I64:
