@@ -28,7 +28,7 @@ decimal(p, s)                decimal(p, s)
 ===========================  ==============================================================
 
 Every field is nullable. Avro values written with the latest version are read column by column
-(:mod:`pulsar_spark.arrow.avro_columns`); other versions, and types that module leaves out, one
+(:mod:`pulsar_spark.arrow.avro_decode`); other versions, and types that module leaves out, one
 by one with ``fastavro``. Json values (the Avro schema describes them) are read with
 :mod:`json`. Values read one by one are built as Python objects and laid out by pyarrow.
 """
@@ -48,7 +48,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
-from pulsar_spark.arrow.avro_columns import decode_avro
+from pulsar_spark.arrow.avro_decode import decode_avro
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb

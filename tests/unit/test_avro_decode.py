@@ -13,7 +13,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from pulsar_spark.arrow.avro_columns import decode_avro
+from pulsar_spark.arrow.avro_decode import decode_avro
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
