@@ -26,9 +26,9 @@ BENCHMARKS = (
     "bench_read",
     "bench_scale",
     "bench_stream",
+    "bench_latency",
     "bench_write",
     "bench_tls",
-    "bench_schema",
 )
 TIME_LIMIT = 1800.0  # seconds per benchmark
 

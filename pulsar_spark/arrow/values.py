@@ -28,8 +28,10 @@ uuid                         string
 decimal(p, s)                decimal(p, s)
 ===========================  ==============================================================
 
-Every field is nullable. Avro values are read with ``fastavro``; Json values (the Avro schema
-describes them) with :mod:`json`. Values are built as Python objects and laid out by pyarrow.
+Every field is nullable. Avro values written with the latest version are read column by column
+(:mod:`pulsar_spark.arrow.avro_decode`); other versions, and types that module leaves out, one
+by one with ``fastavro``. Json values (the Avro schema describes them) are read with
+:mod:`json`. Values read one by one are built as Python objects and laid out by pyarrow.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from pulsar_spark.arrow.avro_decode import decode_avro
 from pulsar_spark.arrow.primitives import PRIMITIVES
 from pulsar_spark.arrow.protobuf import protobuf_schema
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
@@ -178,13 +181,16 @@ class ValueDecoder:
             return PRIMITIVES[kind].decode(values, self.schema.topic, type_name(kind))
         if kind == _PROTOBUF:
             return protobuf_schema(self.schema.data, self.schema.topic).decode(values)
-        raw = values.to_pylist()
         if kind == _JSON:
-            decoded = [None if v is None else self._json(v) for v in raw]
+            decoded = [None if v is None else self._json(v) for v in values.to_pylist()]
         else:
+            if all(self._writer(version) is None for version in dict.fromkeys(versions)):
+                columns = decode_avro(values, self.schema.avro, self._arrow_type)
+                if columns is not None:
+                    return columns
             decoded = [
                 None if v is None else self._avro(v, version)
-                for v, version in zip(raw, versions, strict=True)
+                for v, version in zip(values.to_pylist(), versions, strict=True)
             ]
         return pa.array(decoded, type=self._arrow_type)
 

@@ -59,7 +59,7 @@ READING: dict[str, Any] = {
     ],
 }
 """A record of 8 fields: string, long, double, boolean, nullable string, timestamp-millis,
-array of strings, nested record (the schema tests' and the schema benchmark's)."""
+array of strings, nested record (the schema tests' and the Avro benchmark's)."""
 
 
 def avro_bytes(value: dict[str, Any], schema: dict[str, Any]) -> bytes:
