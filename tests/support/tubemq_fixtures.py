@@ -23,11 +23,10 @@ SPARK_OFFSETS_TOPIC = "pyspark_offsets"
 README_IN_TOPIC = "pyspark_readme_in"
 README_OUT_TOPIC = "pyspark_readme_out"
 # Streams read while a writer publishes: exactly once across restarts, across a broker
-# restart, and in micro-batches of a limited size; a stream whose broker lost messages.
+# restart, and in micro-batches of a limited size.
 STREAM_ONCE_TOPIC = "pyspark_once"
 STREAM_RESTART_TOPIC = "pyspark_restart"
 STREAM_LIMIT_TOPIC = "pyspark_limit"
-STREAM_LOSS_TOPIC = "pyspark_loss"
 # Reads paused for longer than the broker's consumer timeout.
 HEARTBEAT_TOPIC = "pyspark_heartbeat"
 TUBEMQ_TOPICS = (
@@ -41,7 +40,6 @@ TUBEMQ_TOPICS = (
     STREAM_ONCE_TOPIC,
     STREAM_RESTART_TOPIC,
     STREAM_LIMIT_TOPIC,
-    STREAM_LOSS_TOPIC,
     HEARTBEAT_TOPIC,
 )
 TUBEMQ_PARTITIONS = 3

@@ -15,9 +15,18 @@ of a store, and the messages of a reply carry no offset of their own. The next r
 (or the group's offset after the last one) is where a read stopped: when that span holds one
 index entry per message returned, every entry was one of them and each message's offset is
 known (:meth:`Batch.message_offsets`); when other partitions' messages lay between them, only
-the span is. So a read of ``[start, end)`` returns every reply that starts before ``end``, and
-a reply that ran past ``end`` (messages appended after ``end`` was chosen) can be cut at
-``end`` only when its messages' offsets are known.
+the span is. The broker has no bounded read: a reply runs on as far as its size limit, so
+the last reply of a read of ``[start, end)`` can run past ``end`` (messages appended after
+``end`` was chosen). It is cut there by its messages' offsets when they are known, and
+otherwise before the partition's first message at or after ``end``, which a read registered
+at ``end`` returns first: the broker gives each message an id unique in the store, so that
+message is found in the reply by its id. Either way a read returns exactly the partition's
+messages in ``[start, end)``.
+
+A read sends the broker a heartbeat every :data:`HEARTBEAT_INTERVAL` seconds from a thread
+(GetMessage counts as one too), since the broker drops a registration that sent nothing for
+``consumerRegTimeoutMs``; and it reconnects after a lost connection or a retriable error,
+registering again at the first offset it has not returned (:func:`read_range`).
 
 :func:`offset_bounds` finds a partition's first and end offsets the same way: registering at
 offset 0 is clamped to the store's first offset, at a huge offset to its end.
@@ -281,6 +290,7 @@ def read_range(
     seconds raises RequestTimeoutError. When the connection fails or the broker answers with
     a retriable error, the read goes on from the first offset not yet returned on a new
     connection, for up to ``retry_for`` seconds without progress; then RetriesExhaustedError.
+    A heartbeat goes to the broker every ``heartbeat_interval`` seconds (None: none).
     """
     position = start
     retrier = Retrier(f"reading partition {partition.key}", retry_for, RETRY_OPTION)

@@ -6,18 +6,17 @@ The driver asks the master for the topic's partitions and each broker for every 
 first and end offsets (:mod:`pulsar_spark.client.tubemq`), and plans one Spark task per
 partition with a non-empty range ``[start, end)``. A task opens its own broker connection,
 registers on its partition at ``start`` and yields one Arrow record batch per GetMessage
-reply that starts before ``end``. Tasks use nothing but their :class:`TubeRead`: Spark runs
-``read`` on a fresh copy of the reader.
+reply, the last one cut at ``end`` (:func:`~pulsar_spark.client.tubemq.consumer.read_range`,
+exact also while messages are being written). Tasks use nothing but their :class:`TubeRead`:
+Spark runs ``read`` on a fresh copy of the reader.
 
 A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` (next offset
 to read, per partition). A micro-batch ends where each partition ended when it was planned;
-under Trigger.AvailableNow, where they ended when the query started. A partition that
-vanished, whose end moved back, or whose checkpointed offset the store no longer holds is lost
-data (``failOnDataLoss``). A read stops exactly at its end offset when the messages' own
-offsets are known (a reply that scanned only this partition's messages); otherwise it cannot
-stop inside a GetMessage reply: when messages are written while a micro-batch is read, its
-last reply may carry messages written after the batch was planned, and the next micro-batch,
-which starts at the planned end, reads them again.
+under Trigger.AvailableNow, where they ended when the query started; with
+``maxMessagesPerTrigger``, where :mod:`.limits` cuts each store. A partition that vanished,
+whose end moved back (a broker that lost what it held in memory), or whose checkpointed
+offset the store no longer holds is lost data (``failOnDataLoss``). Planning and reads retry
+for ``retryTimeoutMs`` while the master or broker is out of reach.
 """
 
 from __future__ import annotations
