@@ -28,6 +28,7 @@ BENCHMARKS = (
     "bench_stream",
     "bench_write",
     "bench_tls",
+    "bench_tubemq",
 )
 TIME_LIMIT = 1800.0  # seconds per benchmark
 
