@@ -29,6 +29,7 @@ BENCHMARKS = (
     "bench_latency",
     "bench_write",
     "bench_tls",
+    "bench_tubemq",
 )
 TIME_LIMIT = 1800.0  # seconds per benchmark
 

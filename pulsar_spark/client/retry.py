@@ -35,6 +35,7 @@ class Retrier:
 
     what: str
     timeout: float
+    option: str = "pulsar.client.operationTimeoutMs"  # the setting ``timeout`` came from
     first_pause: float = FIRST_PAUSE
     max_pause: float = MAX_PAUSE
     attempts: int = 0
@@ -62,7 +63,7 @@ class Retrier:
         if waited >= self.timeout:
             raise RetriesExhaustedError(
                 f"{self.what}: gave up after {self.attempts} failed attempt(s) over "
-                f"{waited:.1f}s without progress (pulsar.client.operationTimeoutMs is "
+                f"{waited:.1f}s without progress ({self.option} is "
                 f"{self.timeout:g}s); last error: {error}"
             ) from error
         pause = min(self._pause, self.max_pause)
@@ -71,9 +72,11 @@ class Retrier:
         time.sleep(pause)
 
 
-def retrying(operation: Callable[[], T], *, what: str, timeout: float) -> T:
+def retrying(
+    operation: Callable[[], T], *, what: str, timeout: float, option: str | None = None
+) -> T:
     """Run ``operation`` until it returns, retrying as :class:`Retrier` says."""
-    retrier = Retrier(what, timeout)
+    retrier = Retrier(what, timeout) if option is None else Retrier(what, timeout, option)
     while True:
         try:
             return operation()

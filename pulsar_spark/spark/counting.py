@@ -10,12 +10,16 @@ id of the last counted message, exact to the batch index.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
+from typing import Protocol, TypeVar
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.spark.offsets import has_messages_after
+
+P_co = TypeVar("P_co", covariant=True)
+T = TypeVar("T")
 
 # An entry being handed out: its id, the batch indexes not yet taken, whether those run to the
 # entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
@@ -129,7 +133,20 @@ def _index_range(
     return range(first, last + 1) if first <= last else range(0)
 
 
-def limit_ends(counters: dict[str, MessageCounter], budget: int) -> dict[str, MessageId]:
+class Countable(Protocol[P_co]):
+    """What :func:`limit_ends` shares a budget over: a position that :meth:`take` advances
+    over messages, until it is ``exhausted``."""
+
+    @property
+    def position(self) -> P_co: ...
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    def take(self, wanted: int) -> int: ...
+
+
+def limit_ends(counters: Mapping[str, Countable[T]], budget: int) -> dict[str, T]:
     """Share ``budget`` messages fairly among partitions; return each one's end position."""
     remaining = budget
     active = list(counters)

@@ -84,16 +84,13 @@ def test_spark_reads_what_the_java_client_wrote(
     assert rows(
         load(spark, tubemq_cluster, SPARK_READ_TOPIC, startingOffsets=from_second)
     ) == sorted([(*plain[:3], 28, *plain[4:]), (*attrs_only[:3], 28, *attrs_only[4:])])
-    # Ending at offset 0: nothing. Ending at 28 reads every partition's reply that starts
-    # before 28, and each partition's only reply starts at 0 and carries all its messages.
-    # The replies scanned other partitions' entries too, so their messages' own offsets are
-    # unknown and the replies cannot be cut: the messages at 28 and 56 come along.
+    # Ending at offset 0: nothing. Ending at 28: only the message at 0. Each partition's
+    # only reply starts at 0 and scanned every entry, so it is cut before the partition's
+    # first message at or after 28 (found by a read from 28, matched by message id).
     nothing = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), 0))
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=nothing)) == []
     to_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY))
-    assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=to_second)) == sorted(
-        [full, plain, attrs_only]
-    )
+    assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=to_second)) == [full]
 
 
 def test_offsets_are_exact_where_a_partition_has_the_store_alone(
@@ -243,8 +240,8 @@ def test_option_errors_name_the_option(
         "option 'startingOffsets': 'latest' would read nothing in a batch query",
     )
     fails(
-        lambda: load(spark, tubemq_cluster, SPARK_READ_TOPIC, maxMessagesPerTrigger="5"),
-        "option 'maxMessagesPerTrigger' is not supported for TubeMQ",
+        lambda: load(spark, tubemq_cluster, SPARK_READ_TOPIC, maxMessagesPerTrigger="5").collect(),
+        "option 'maxMessagesPerTrigger' applies to streaming reads only",
     )
     no_partition = json.dumps({f"7:{SPARK_READ_TOPIC}:0": 0})
     fails(

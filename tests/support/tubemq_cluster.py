@@ -14,8 +14,10 @@ topics once per session, all in one go. :class:`JavaProbe` compiles and runs
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,42 @@ class TubeMQCluster:
     def stop(self) -> None:
         self._script("stop.sh", "--clean", timeout=120)
 
+    def kill_broker(self) -> BrokerCommand:
+        """Kill the broker JVM with SIGKILL (nothing else stops) and wait until it is gone;
+        the command line and folder it ran with, for :meth:`restart_broker`."""
+        pid = int((self.run_dir / "broker.pid").read_text())
+        command = BrokerCommand(
+            Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1],
+            Path(os.readlink(f"/proc/{pid}/cwd")),
+        )
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {pid} still runs 30 s after SIGKILL")
+            time.sleep(0.1)
+        return command
+
+    def restart_broker(self, command: BrokerCommand, *, timeout: float = 60) -> None:
+        """Start the broker again as ``command`` and wait until it takes connections;
+        ``stop.sh`` stops it as before (its pid goes where start.sh put the first one)."""
+        log = (self.run_dir / "logs" / "broker.log").open("ab")
+        process = subprocess.Popen(
+            command.argv, cwd=command.cwd, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        (self.run_dir / "broker.pid").write_text(f"{process.pid}\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((HOST, self.broker_port), timeout=1).close()
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the restarted broker did not open its port") from None
+                time.sleep(0.2)
+            else:
+                return
+
     def _script(self, name: str, *args: str, timeout: float) -> None:
         env = {
             **os.environ,
@@ -76,6 +114,22 @@ class TubeMQCluster:
             "BROKER_WEB_PORT": str(self.broker_web_port),
         }
         _run([str(TUBEMQ_HOME / name), *args], timeout=timeout, env=env)
+
+
+@dataclass(frozen=True)
+class BrokerCommand:
+    """How the broker JVM was started: its arguments and working folder."""
+
+    argv: list[str]
+    cwd: Path
+
+
+def _state(pid: int) -> str:
+    """The process's state letter ("Z" for a zombie), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return ""
 
 
 class JavaProbe:

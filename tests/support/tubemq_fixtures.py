@@ -22,6 +22,13 @@ SPARK_OFFSETS_TOPIC = "pyspark_offsets"
 # The README's example copies one topic to another.
 README_IN_TOPIC = "pyspark_readme_in"
 README_OUT_TOPIC = "pyspark_readme_out"
+# Streams read while a writer publishes: exactly once across restarts, across a broker
+# restart, and in micro-batches of a limited size.
+STREAM_ONCE_TOPIC = "pyspark_once"
+STREAM_RESTART_TOPIC = "pyspark_restart"
+STREAM_LIMIT_TOPIC = "pyspark_limit"
+# Reads paused for longer than the broker's consumer timeout.
+HEARTBEAT_TOPIC = "pyspark_heartbeat"
 TUBEMQ_TOPICS = (
     TUBEMQ_TOPIC,
     SPARK_READ_TOPIC,
@@ -30,6 +37,10 @@ TUBEMQ_TOPICS = (
     SPARK_OFFSETS_TOPIC,
     README_IN_TOPIC,
     README_OUT_TOPIC,
+    STREAM_ONCE_TOPIC,
+    STREAM_RESTART_TOPIC,
+    STREAM_LIMIT_TOPIC,
+    HEARTBEAT_TOPIC,
 )
 TUBEMQ_PARTITIONS = 3
 

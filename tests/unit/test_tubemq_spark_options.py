@@ -53,9 +53,17 @@ def test_defaults_per_mode() -> None:
     assert batch.masters == (BrokerAddress("m1", 8715), BrokerAddress("m2", 8716))
     assert (batch.topic, batch.starting, batch.ending) == ("t", Earliest(), Latest())
     assert batch.group.startswith("pulsar_spark_")
-    assert (batch.fail_on_data_loss, batch.timeout) == (True, 30.0)
-    stream = read(Mode.STREAM, consumerGroup=" g1 ", requestTimeoutMs="5000")
+    assert (batch.fail_on_data_loss, batch.timeout, batch.retry_for) == (True, 30.0, 120.0)
+    assert batch.max_messages_per_trigger is None
+    stream = read(
+        Mode.STREAM,
+        consumerGroup=" g1 ",
+        requestTimeoutMs="5000",
+        retryTimeoutMs="7000",
+        maxMessagesPerTrigger="50",
+    )
     assert (stream.starting, stream.group, stream.timeout) == (Latest(), "g1", 5.0)
+    assert (stream.retry_for, stream.max_messages_per_trigger) == (7.0, 50)
 
 
 def test_json_offsets() -> None:
@@ -88,7 +96,9 @@ def test_json_offsets() -> None:
         ({"endingOffsets": "latest"}, Mode.STREAM, "'endingOffsets' is for batch reads only"),
         ({"failOnDataLoss": "maybe"}, None, "option 'failOnDataLoss' must be 'true' or"),
         ({"requestTimeoutMs": "0"}, None, "option 'requestTimeoutMs' must be a positive"),
-        ({"maxMessagesPerTrigger": "10"}, None, "'maxMessagesPerTrigger' is not supported"),
+        ({"maxMessagesPerTrigger": "10"}, Mode.BATCH, "'maxMessagesPerTrigger' applies to stream"),
+        ({"maxMessagesPerTrigger": "0"}, None, "option 'maxMessagesPerTrigger' must be a positive"),
+        ({"retryTimeoutMs": "soon"}, None, "option 'retryTimeoutMs' must be a positive integer"),
         ({"startingOffset": "earliest"}, None, "Did you mean 'startingOffsets'?"),
     ],
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pulsar_spark.client.tubemq.cluster import TubePartition
 from pulsar_spark.client.tubemq.consumer import Batch, Bounds
@@ -14,6 +14,7 @@ from pulsar_spark.errors import DataLossError
 from pulsar_spark.protocol.tubemq.messages import TubeMessage
 from pulsar_spark.protocol.tubemq.metadata import BrokerInfo
 from pulsar_spark.spark.tubemq import reader as reader_module
+from pulsar_spark.spark.tubemq.limits import limited_ends
 from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions
 from pulsar_spark.spark.tubemq.reader import TubeMQStreamReader, TubeRead
 
@@ -145,14 +146,16 @@ def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.Monk
         yield Batch(56, [TubeMessage(7, b"v", None, 0)])
 
     monkeypatch.setattr(reader_module, "read_range", moved_start)
-    read = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=True)
+    read = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=True, retry_for=0.0)
     with pytest.raises(DataLossError, match="from offset 28, which the store no longer holds"):
         list(reader_module.read_partition(read))
-    relaxed = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=False)
+    relaxed = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=False, retry_for=0.0)
     [batch] = reader_module.read_partition(relaxed)
     assert batch.to_pylist()[0]["offset"] == 56
     # a partition that appeared is read from wherever its store starts
-    quiet = TubeRead(partition(0), 0, 84, "g", 1.0, fail_on_data_loss=True, check_start=False)
+    quiet = TubeRead(
+        partition(0), 0, 84, "g", 1.0, fail_on_data_loss=True, retry_for=0.0, check_start=False
+    )
     assert len(list(reader_module.read_partition(quiet))) == 1
 
 
@@ -163,17 +166,24 @@ def test_message_offsets_are_known_when_a_read_scanned_only_its_messages() -> No
     assert Batch(56, two).message_offsets() is None
 
 
-def test_a_range_is_cut_at_its_end_when_offsets_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    three = [TubeMessage(i, bytes([i]), None, 0) for i in range(3)]
-    replies = {
-        "exact": Batch(0, three, scanned_to=84),
-        "mixed": Batch(0, three, scanned_to=112),
-    }
-    read = TubeRead(partition(0), 0, 56, "g", 1.0, fail_on_data_loss=True)
-    for kind, expected in (("exact", [(b"\x00", 0), (b"\x01", 28)]), ("mixed", None)):
-        monkeypatch.setattr(
-            reader_module, "read_range", lambda *a, k=kind, **kw: iter([replies[k]])
-        )
-        [batch] = reader_module.read_partition(read)
-        got = [(r["value"], r["offset"]) for r in batch.to_pylist()]
-        assert got == (expected or [(bytes([i]), 0) for i in range(3)])
+def test_a_limit_cuts_each_store_at_whole_index_entries() -> None:
+    stores = {"1:t:0": "1:t:0", "1:t:1": "1:t:0", "1:t:10000": "1:t:1"}
+    # one store of two partitions from 28 to 308 (10 entries), one from 0 to 56 (2 entries)
+    starts = {"1:t:0": 28, "1:t:1": 28, "1:t:10000": 0}
+    ends = {"1:t:0": 308, "1:t:1": 308, "1:t:10000": 56}
+    # 6 messages: 3 for each store, but the second has only 2, so the first gets 4
+    assert limited_ends(starts, ends, stores, 6) == {"1:t:0": 140, "1:t:1": 140, "1:t:10000": 56}
+    assert limited_ends(starts, ends, stores, 100) == ends
+    # a partition that starts past its store's cut stays where it is
+    later = {**starts, "1:t:1": 196}
+    assert limited_ends(later, ends, stores, 2) == {"1:t:0": 56, "1:t:1": 196, "1:t:10000": 28}
+
+
+def test_a_stream_with_a_limit_plans_micro_batches_of_that_many_entries(cluster: Cluster) -> None:
+    reader = stream(startingOffsets="earliest", maxMessagesPerTrigger="2")
+    limit = reader.getDefaultReadLimit()
+    assert isinstance(limit, ReadMaxRows) and limit.max_rows == 2
+    start = reader.initialOffset()
+    # partitions 0 and 1 share store 0 (3 entries): 2 messages are its first 2 entries
+    assert reader.latestOffset(start, limit) == {"1:t:0": 56, "1:t:1": 56}
+    assert reader.latestOffset({"1:t:0": 56, "1:t:1": 56}, limit) == {"1:t:0": 84, "1:t:1": 84}

@@ -15,9 +15,18 @@ of a store, and the messages of a reply carry no offset of their own. The next r
 (or the group's offset after the last one) is where a read stopped: when that span holds one
 index entry per message returned, every entry was one of them and each message's offset is
 known (:meth:`Batch.message_offsets`); when other partitions' messages lay between them, only
-the span is. So a read of ``[start, end)`` returns every reply that starts before ``end``, and
-a reply that ran past ``end`` (messages appended after ``end`` was chosen) can be cut at
-``end`` only when its messages' offsets are known.
+the span is. The broker has no bounded read: a reply runs on as far as its size limit, so
+the last reply of a read of ``[start, end)`` can run past ``end`` (messages appended after
+``end`` was chosen). It is cut there by its messages' offsets when they are known, and
+otherwise before the partition's first message at or after ``end``, which a read registered
+at ``end`` returns first: the broker gives each message an id unique in the store, so that
+message is found in the reply by its id. Either way a read returns exactly the partition's
+messages in ``[start, end)``.
+
+A read sends the broker a heartbeat every :data:`HEARTBEAT_INTERVAL` seconds from a thread
+(GetMessage counts as one too), since the broker drops a registration that sent nothing for
+``consumerRegTimeoutMs``; and it reconnects after a lost connection or a retriable error,
+registering again at the first offset it has not returned (:func:`read_range`).
 
 :func:`offset_bounds` finds a partition's first and end offsets the same way: registering at
 offset 0 is clamped to the store's first offset, at a huge offset to its end.
@@ -27,13 +36,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.tubemq.cluster import TubePartition
 from pulsar_spark.client.tubemq.connection import TubeMQConnection
-from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError, tubemq_error_for
+from pulsar_spark.errors import (
+    PulsarSparkError,
+    RequestTimeoutError,
+    TubeMQHeartbeatNodeMissingError,
+    tubemq_error_for,
+)
 from pulsar_spark.protocol.tubemq import messages
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.protocol.tubemq.messages import TubeMessage
@@ -44,6 +60,10 @@ READ_NORMAL = 0
 END_OF_DATA = 404
 # Bytes of store index per message: offsets of consecutive messages of a store differ by this.
 INDEX_ENTRY_SIZE = 28
+# The read option that sets ``retry_for`` (named when retries run out).
+RETRY_OPTION = "retryTimeoutMs"
+# Seconds between heartbeats of a read (the Java client's default period for its broker).
+HEARTBEAT_INTERVAL = 10.0
 # An offset beyond any store: registering there is clamped to the store's end.
 PAST_ANY_END = 2**62
 
@@ -134,6 +154,29 @@ class PartitionConsumer:
             raise tubemq_error_for(reply.errCode, reply.errMsg)
         return Batch(reply.currOffset, messages.decode_messages(reply))
 
+    def heartbeat(self) -> None:
+        """Tell the broker the registration is alive (it drops one that sent nothing for
+        ``consumerRegTimeoutMs``, 20 s at least); GetMessage and CommitOffset count too."""
+        broker = self.partition.broker
+        reply = self._conn.call(
+            broker_pb.HeartBeatRequestC2B(
+                clientId=self._client,
+                groupName=self._group,
+                readStatus=READ_NORMAL,
+                partitionInfo=[
+                    f"{broker.broker_id}:{broker.host}:{broker.port}"
+                    f"#{self.partition.topic}:{self.partition.partition_id}"
+                ],
+            ),
+            broker_pb.HeartBeatResponseB2C,
+            timeout=self._timeout,
+        )
+        if reply.hasPartFailure:
+            raise TubeMQHeartbeatNodeMissingError(
+                f"partition {self.partition.key}: the broker no longer knows the "
+                f"registration ({', '.join(reply.failureInfo)})"
+            )
+
     def position(self) -> int:
         """The group's offset on the partition now: where the next read would start."""
         reply = self._conn.call(
@@ -161,6 +204,45 @@ class PartitionConsumer:
         if offset is not None:
             request.currOffset = offset
         return request
+
+
+@contextlib.contextmanager
+def _registered(
+    connection: TubeMQConnection, partition: TubePartition, group: str, client: str, timeout: float
+) -> Iterator[PartitionConsumer]:
+    """A consumer of ``partition`` on ``connection``, unregistered when the block ends."""
+    consumer = PartitionConsumer(connection, partition, group, client, timeout=timeout)
+    try:
+        yield consumer
+    finally:
+        consumer.unregister()
+
+
+@contextlib.contextmanager
+def heartbeats(consumer: PartitionConsumer, interval: float | None) -> Iterator[None]:
+    """Send ``consumer``'s heartbeat every ``interval`` seconds from a thread while the block
+    runs (None: never), so that the registration outlives pauses between reads, such as a
+    slow consumer of :func:`read_range`'s batches. A failed heartbeat is left to the next
+    read to find."""
+    if interval is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            try:
+                consumer.heartbeat()
+            except PulsarSparkError:
+                return
+
+    thread = threading.Thread(target=beat, name="tubemq-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def connect(partition: TubePartition, timeout: float) -> TubeMQConnection:
@@ -195,24 +277,82 @@ def read_range(
     *,
     timeout: float = 10.0,
     on_start_moved: Callable[[int], None] | None = None,
+    retry_for: float = 0.0,
+    heartbeat_interval: float | None = HEARTBEAT_INTERVAL,
 ) -> Iterator[Batch]:
-    """Every reply of ``partition`` that starts in ``[start, end)`` (see the module docstring).
+    """The messages of ``partition`` in ``[start, end)``, reply by reply (see the module
+    docstring); each batch knows where its read stopped (``scanned_to``), the last one is cut
+    at ``end``.
 
-    ``on_start_moved(first)`` is called when the store no longer holds ``start`` (retention
-    removed it) and reading starts at its first offset ``first`` instead. A read that stops
-    returning replies before ``end`` for ``timeout`` seconds raises RequestTimeoutError.
+    ``on_start_moved(first)`` is called when the store no longer holds the offset where
+    reading (re)starts (retention removed it) and reading starts at its first offset
+    ``first`` instead. A read that stops returning replies before ``end`` for ``timeout``
+    seconds raises RequestTimeoutError. When the connection fails or the broker answers with
+    a retriable error, the read goes on from the first offset not yet returned on a new
+    connection, for up to ``retry_for`` seconds without progress; then RetriesExhaustedError.
+    A heartbeat goes to the broker every ``heartbeat_interval`` seconds (None: none).
     """
-    if start >= end:
-        return
-    with connect(partition, timeout) as connection:
-        consumer = PartitionConsumer(connection, partition, group, client, timeout=timeout)
-        taken = consumer.register(start).currOffset
+    position = start
+    retrier = Retrier(f"reading partition {partition.key}", retry_for, RETRY_OPTION)
+    while position < end:
         try:
-            if taken != start and on_start_moved is not None:
-                on_start_moved(taken)
-            yield from _replies(consumer, end, timeout)
-        finally:
-            consumer.unregister()
+            with (
+                connect(partition, timeout) as connection,
+                _registered(connection, partition, group, client, timeout) as consumer,
+                heartbeats(consumer, heartbeat_interval),
+            ):
+                taken = consumer.register(position).currOffset
+                if taken != position and on_start_moved is not None:
+                    on_start_moved(taken)
+                for reply in _replies(consumer, end, timeout):
+                    retrier.progressed()
+                    batch = reply
+                    if reply.scanned_to is not None and reply.scanned_to > end:
+                        batch = _cut(consumer, reply, end, timeout)
+                    position = batch.scanned_to if batch.scanned_to is not None else end
+                    yield batch
+                return
+        except PulsarSparkError as exc:
+            retrier.failed(exc)
+
+
+def _cut(consumer: PartitionConsumer, batch: Batch, end: int, timeout: float) -> Batch:
+    """``batch``, a reply that scanned past ``end``, without its messages at or after
+    ``end``. When their offsets are not known, the first message of the partition at or
+    after ``end`` is found by a read from ``end``, and the reply is cut before that message
+    (messages carry ids unique in the store)."""
+    offsets = batch.message_offsets()
+    if offsets is not None:
+        kept = sum(1 for offset in offsets if offset < end)
+    else:
+        assert batch.scanned_to is not None
+        boundary = _first_id_from(consumer, end, batch.scanned_to, timeout)
+        ids = [message.message_id for message in batch.messages]
+        kept = ids.index(boundary) if boundary in ids else len(ids)
+    return Batch(batch.offset, batch.messages[:kept], end)
+
+
+def _first_id_from(
+    consumer: PartitionConsumer, offset: int, until: int, timeout: float
+) -> int | None:
+    """The id of the partition's first message at or after ``offset``, or None when it has
+    none before ``until``."""
+    consumer.register(offset)
+    deadline = time.monotonic() + timeout
+    while True:
+        batch = consumer.fetch()
+        if batch is not None and batch.messages:
+            return batch.messages[0].message_id
+        if batch is not None and batch.offset >= until:
+            return None
+        if batch is None and consumer.position() >= until:
+            return None
+        if time.monotonic() > deadline:
+            raise RequestTimeoutError(
+                f"partition {consumer.partition.key}: no reply from offset {offset} on"
+            )
+        if batch is None:
+            time.sleep(0.05)
 
 
 def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[Batch]:

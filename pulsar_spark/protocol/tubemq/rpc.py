@@ -270,7 +270,7 @@ def decode_response(frame: Frame) -> Response:
     header = reader.read(rpc_pb.ResponseHeader)
     if header.status != rpc_pb.ResponseHeader.SUCCESS:
         failure = reader.read(rpc_pb.RspExceptionBody)
-        raise tubemq_remote_exception_for(failure.exceptionName, failure.stackTrace)
+        raise tubemq_remote_exception_for(_text(failure.exceptionName), _text(failure.stackTrace))
     body = reader.read(rpc_pb.RspResponseBody)
     call = _call_for_method(body.method, frame.serial_no)
     return Response(frame.serial_no, call, _parse(call.response_type, body.data))
@@ -280,6 +280,12 @@ def raise_for_error_code(reply: Replied) -> None:
     """Raise the TubeMQServerError for the reply's errCode, unless it is 200 (success)."""
     if reply.errCode != SUCCESS:
         raise tubemq_error_for(reply.errCode, reply.errMsg)
+
+
+def _text(value: str | bytes) -> str:
+    """A string field as text: the protobuf runtime hands a proto2 string that is not valid
+    UTF-8 over as bytes."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _delimited(message: Message) -> bytes:

@@ -28,6 +28,7 @@ ENDING_OFFSETS = "endingOffsets"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
 REQUEST_TIMEOUT_MS = "requestTimeoutMs"
+RETRY_TIMEOUT_MS = "retryTimeoutMs"
 
 READ_OPTIONS = (
     MASTER_ADDRESSES,
@@ -36,7 +37,9 @@ READ_OPTIONS = (
     STARTING_OFFSETS,
     ENDING_OFFSETS,
     FAIL_ON_DATA_LOSS,
+    MAX_MESSAGES_PER_TRIGGER,
     REQUEST_TIMEOUT_MS,
+    RETRY_TIMEOUT_MS,
 )
 WRITE_OPTIONS = (MASTER_ADDRESSES, TOPIC, REQUEST_TIMEOUT_MS)
 
@@ -79,18 +82,14 @@ class TubeMQReadOptions:
     ending: OffsetSpec
     fail_on_data_loss: bool
     timeout: float
+    retry_for: float
+    max_messages_per_trigger: int | None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: Mode | None) -> TubeMQReadOptions:
         """Parse ``options`` for a batch or stream read; ``mode`` None checks only the rules
         both share (Spark asks for the schema before it says which the read is)."""
         opts = OptionValues(options)
-        if opts.has(MAX_MESSAGES_PER_TRIGGER):
-            raise ConfigurationError(
-                f"option {MAX_MESSAGES_PER_TRIGGER!r} is not supported for TubeMQ: a store "
-                "offset counts the messages of every partition of the store, so messages of "
-                "one partition cannot be counted without reading them"
-            )
         opts.refuse_unknown(READ_OPTIONS, "reading from", system="TubeMQ")
         topic = _topic(opts)
         stream = mode is Mode.STREAM
@@ -103,6 +102,10 @@ class TubeMQReadOptions:
         if stream and opts.has(ENDING_OFFSETS):
             raise ConfigurationError(
                 f"option {ENDING_OFFSETS!r} is for batch reads only; a stream has no end"
+            )
+        if mode is Mode.BATCH and opts.has(MAX_MESSAGES_PER_TRIGGER):
+            raise ConfigurationError(
+                f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
             )
         ending = _offsets(opts, ENDING_OFFSETS, topic, Latest())
         if isinstance(ending, Earliest):
@@ -119,6 +122,12 @@ class TubeMQReadOptions:
             ending=ending,
             fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
             timeout=opts.positive_int(REQUEST_TIMEOUT_MS, 30_000) / 1000,
+            retry_for=opts.positive_int(RETRY_TIMEOUT_MS, 120_000) / 1000,
+            max_messages_per_trigger=(
+                opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 1)
+                if opts.has(MAX_MESSAGES_PER_TRIGGER)
+                else None
+            ),
         )
 
 

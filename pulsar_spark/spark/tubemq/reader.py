@@ -6,18 +6,17 @@ The driver asks the master for the topic's partitions and each broker for every 
 first and end offsets (:mod:`pulsar_spark.client.tubemq`), and plans one Spark task per
 partition with a non-empty range ``[start, end)``. A task opens its own broker connection,
 registers on its partition at ``start`` and yields one Arrow record batch per GetMessage
-reply that starts before ``end``. Tasks use nothing but their :class:`TubeRead`: Spark runs
-``read`` on a fresh copy of the reader.
+reply, the last one cut at ``end`` (:func:`~pulsar_spark.client.tubemq.consumer.read_range`,
+exact also while messages are being written). Tasks use nothing but their :class:`TubeRead`:
+Spark runs ``read`` on a fresh copy of the reader.
 
 A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` (next offset
 to read, per partition). A micro-batch ends where each partition ended when it was planned;
-under Trigger.AvailableNow, where they ended when the query started. A partition that
-vanished, whose end moved back, or whose checkpointed offset the store no longer holds is lost
-data (``failOnDataLoss``). A read stops exactly at its end offset when the messages' own
-offsets are known (a reply that scanned only this partition's messages); otherwise it cannot
-stop inside a GetMessage reply: when messages are written while a micro-batch is read, its
-last reply may carry messages written after the batch was planned, and the next micro-batch,
-which starts at the planned end, reads them again.
+under Trigger.AvailableNow, where they ended when the query started; with
+``maxMessagesPerTrigger``, where :mod:`.limits` cuts each store. A partition that vanished,
+whose end moved back (a broker that lost what it held in memory), or whose checkpointed
+offset the store no longer holds is lost data (``failOnDataLoss``). Planning and reads retry
+for ``retryTimeoutMs`` while the master or broker is out of reach.
 """
 
 from __future__ import annotations
@@ -35,15 +34,24 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
 
 from pulsar_spark.arrow.tubemq import messages_to_batch
+from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.tubemq.cluster import TubePartition, lookup_partitions
-from pulsar_spark.client.tubemq.consumer import Bounds, connect, offset_bounds, read_range
+from pulsar_spark.client.tubemq.consumer import (
+    RETRY_OPTION,
+    Bounds,
+    connect,
+    offset_bounds,
+    read_range,
+)
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.positions import Earliest, Latest
+from pulsar_spark.spark.tubemq.limits import limited_ends
 from pulsar_spark.spark.tubemq.offsets import TubeMQOffset
 from pulsar_spark.spark.tubemq.options import (
     ENDING_OFFSETS,
@@ -64,6 +72,7 @@ class TubeRead(InputPartition):
     group: str
     timeout: float
     fail_on_data_loss: bool
+    retry_for: float
     check_start: bool = True
 
     @property
@@ -84,6 +93,7 @@ def task(
         options.group,
         options.timeout,
         options.fail_on_data_loss,
+        options.retry_for,
         check_start,
     )
 
@@ -106,20 +116,27 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
         read.end,
         timeout=read.timeout,
         on_start_moved=moved,
+        retry_for=read.retry_for,
     ):
-        found = batch.messages
-        offsets = batch.message_offsets()
-        if offsets is None:
-            offsets = [batch.offset] * len(found)
-        else:  # each message's offset is known: the range ends exactly at ``end``
-            found = [m for m, offset in zip(found, offsets, strict=True) if offset < read.end]
-            offsets = offsets[: len(found)]
-        if found:
-            yield messages_to_batch(read.partition.topic, read.partition.key, offsets, found)
+        if batch.messages:
+            offsets = batch.message_offsets() or [batch.offset] * len(batch.messages)
+            yield messages_to_batch(
+                read.partition.topic, read.partition.key, offsets, batch.messages
+            )
 
 
 def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
-    """Every partition of the topic with its first and end offsets now."""
+    """Every partition of the topic with its first and end offsets now; retried while the
+    master or a broker is out of reach, for up to ``retryTimeoutMs`` without progress."""
+    return retrying(
+        lambda: _bounds_now(options),
+        what=f"finding the partitions of {options.topic} and their offsets",
+        timeout=options.retry_for,
+        option=RETRY_OPTION,
+    )
+
+
+def _bounds_now(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
     partitions = lookup_partitions(options.masters, options.topic, timeout=options.timeout)
     group, client = f"{options.group}_bounds", f"{options.group}-bounds"
     found = {}
@@ -212,7 +229,8 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadAllAvailable()
+        limit = self.options.max_messages_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = {key: b.end for key, (_, b) in self._bounds().items()}
@@ -221,7 +239,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = TubeMQOffset.from_json(start).positions
         found = self._bounds()
         self._policy.check_vanished(begin, found)
-        ends = {}
+        starts, ends = {}, {}
         for key, (_, bounds) in found.items():
             end = bounds.end
             if self._available_now is not None:
@@ -232,7 +250,10 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     f"partition {key} was read up to offset {first} but now ends at {bounds.end}"
                 )
                 first = bounds.first
-            ends[key] = max(end, first)
+            starts[key], ends[key] = first, max(end, first)
+        if isinstance(limit, ReadMaxRows):
+            stores = {key: partition.store for key, (partition, _) in found.items()}
+            ends = limited_ends(starts, ends, stores, limit.max_rows)
         self._latest = TubeMQOffset({k: b.end for k, (_, b) in found.items()}).to_json()
         return TubeMQOffset(ends).to_json()
 

@@ -7,6 +7,13 @@
  *   TubeMQProbe consume <master host:port> <topic> <group> <count>
  *       reads <count> messages from the first offset; prints
  *       "GOT <hex value> <attribute string or -> <msgType or -> <msgTime or ->" per message
+ *   TubeMQProbe produce-timed <master host:port> <topic> <count> <size>
+ *       sends <count> messages of <size> bytes with the asynchronous sendMessage, waits for
+ *       every acknowledgement; prints "PRODUCED <acknowledged> <milliseconds>"
+ *   TubeMQProbe consume-timed <master host:port> <topic> <group> <count>
+ *       reads <count> messages from the first offset with getMessage/confirmConsume; prints
+ *       "CONSUMED <received> <milliseconds from subscribing to the last message> <milliseconds
+ *       from the first message to the last>"
  * Exit status 0 when every message was sent or received.
  */
 
@@ -19,6 +26,8 @@ import org.apache.inlong.tubemq.client.consumer.PullMessageConsumer;
 import org.apache.inlong.tubemq.client.factory.MessageSessionFactory;
 import org.apache.inlong.tubemq.client.factory.TubeSingleSessionFactory;
 import org.apache.inlong.tubemq.client.producer.MessageProducer;
+import org.apache.inlong.tubemq.client.exception.TubeClientException;
+import org.apache.inlong.tubemq.client.producer.MessageSentCallback;
 import org.apache.inlong.tubemq.client.producer.MessageSentResult;
 import org.apache.inlong.tubemq.corebase.Message;
 
@@ -27,9 +36,21 @@ public class TubeMQProbe {
     public static void main(String[] args) throws Throwable {
         TubeClientConfig clientConfig = new TubeClientConfig(args[1]);
         MessageSessionFactory factory = new TubeSingleSessionFactory(clientConfig);
-        boolean ok = "produce".equals(args[0])
-                ? produce(factory, args[2])
-                : consume(factory, args[1], args[2], args[3], Integer.parseInt(args[4]));
+        boolean ok;
+        switch (args[0]) {
+            case "produce":
+                ok = produce(factory, args[2]);
+                break;
+            case "produce-timed":
+                ok = produceTimed(factory, args[2], Integer.parseInt(args[3]),
+                        Integer.parseInt(args[4]));
+                break;
+            case "consume-timed":
+                ok = consumeTimed(factory, args[1], args[2], args[3], Integer.parseInt(args[4]));
+                break;
+            default:
+                ok = consume(factory, args[1], args[2], args[3], Integer.parseInt(args[4]));
+        }
         factory.shutdown();
         System.exit(ok ? 0 : 1);
     }
@@ -58,24 +79,8 @@ public class TubeMQProbe {
 
     private static boolean consume(MessageSessionFactory factory, String master, String topic,
             String group, int count) throws Throwable {
-        ConsumerConfig config = new ConsumerConfig(master, group);
-        config.setConsumePosition(ConsumePosition.CONSUMER_FROM_FIRST_OFFSET);
-        PullMessageConsumer consumer = factory.createPullConsumer(config);
-        consumer.subscribe(topic, null);
-        consumer.completeSubscribe();
-        int received = 0;
-        long deadline = System.currentTimeMillis() + 90_000L;
-        while (received < count && System.currentTimeMillis() < deadline) {
-            if (!consumer.isPartitionsReady(1000)) {
-                continue;
-            }
-            ConsumerResult res = consumer.getMessage();
-            if (!res.isSuccess()) {
-                Thread.sleep(50);
-                continue;
-            }
-            for (Message m : res.getMessageList()) {
-                received++;
+        int received = pull(factory, master, topic, group, count, 90_000L, 50, messages -> {
+            for (Message m : messages) {
                 StringBuilder hex = new StringBuilder();
                 for (byte b : m.getData()) {
                     hex.append(String.format("%02x", b));
@@ -84,9 +89,96 @@ public class TubeMQProbe {
                         + orDash(m.getAttribute()) + " " + orDash(m.getMsgType()) + " "
                         + orDash(m.getMsgTime()));
             }
+        });
+        return received >= count;
+    }
+
+    /** Reads from the first offset with a new group until count messages came or the time
+     * ran out, handing each non-empty result to each; how many messages came. */
+    private static int pull(MessageSessionFactory factory, String master, String topic,
+            String group, int count, long timeoutMs, long pauseMs,
+            java.util.function.Consumer<java.util.List<Message>> each) throws Throwable {
+        ConsumerConfig config = new ConsumerConfig(master, group);
+        config.setConsumePosition(ConsumePosition.CONSUMER_FROM_FIRST_OFFSET);
+        PullMessageConsumer consumer = factory.createPullConsumer(config);
+        consumer.subscribe(topic, null);
+        consumer.completeSubscribe();
+        int received = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (received < count && System.currentTimeMillis() < deadline) {
+            if (!consumer.isPartitionsReady(1000)) {
+                continue;
+            }
+            ConsumerResult res = consumer.getMessage();
+            if (!res.isSuccess()) {
+                Thread.sleep(pauseMs);
+                continue;
+            }
+            if (!res.getMessageList().isEmpty()) {
+                each.accept(res.getMessageList());
+            }
+            received += res.getMessageList().size();
             consumer.confirmConsume(res.getConfirmContext(), true);
         }
         consumer.shutdown();
+        return received;
+    }
+
+    private static boolean produceTimed(MessageSessionFactory factory, String topic, int count,
+            int size) throws Throwable {
+        MessageProducer producer = factory.createProducer();
+        producer.publish(topic);
+        byte[] body = new byte[size];
+        java.util.Arrays.fill(body, (byte) 'x');
+        java.util.concurrent.CountDownLatch pending = new java.util.concurrent.CountDownLatch(count);
+        java.util.concurrent.atomic.AtomicInteger acked = new java.util.concurrent.atomic.AtomicInteger();
+        MessageSentCallback callback = new MessageSentCallback() {
+            @Override
+            public void onMessageSent(MessageSentResult result) {
+                if (result.isSuccess()) {
+                    acked.incrementAndGet();
+                }
+                pending.countDown();
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                pending.countDown();
+            }
+        };
+        long start = System.nanoTime();
+        for (int i = 0; i < count; i++) {
+            Message message = new Message(topic, body);
+            while (true) {
+                try {
+                    producer.sendMessage(message, callback);
+                    break;
+                } catch (TubeClientException e) { // too many in flight: wait a little
+                    Thread.sleep(1);
+                }
+            }
+        }
+        pending.await(600, java.util.concurrent.TimeUnit.SECONDS);
+        long millis = (System.nanoTime() - start) / 1_000_000L;
+        System.out.println("PRODUCED " + acked.get() + " " + millis);
+        producer.shutdown();
+        return acked.get() == count;
+    }
+
+    private static boolean consumeTimed(MessageSessionFactory factory, String master,
+            String topic, String group, int count) throws Throwable {
+        long start = System.nanoTime();
+        long[] first = {0};
+        long[] last = {0};
+        int received = pull(factory, master, topic, group, count, 600_000L, 1, messages -> {
+            last[0] = System.nanoTime();
+            if (first[0] == 0) {
+                first[0] = last[0];
+            }
+        });
+        long end = last[0] == 0 ? System.nanoTime() : last[0];
+        System.out.println("CONSUMED " + received + " " + (end - start) / 1_000_000L + " "
+                + (first[0] == 0 ? 0 : (end - first[0]) / 1_000_000L));
         return received >= count;
     }
 
