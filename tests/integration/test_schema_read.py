@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from pulsar.schema import (
     StringSchema,
 )
 from pyspark.sql import SparkSession
-from support.official import official_client
 from support.schemas import EVOLVED, avro_bytes
 from support.topics import full
 
@@ -41,8 +40,6 @@ from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-APACHE_VERSION = "Pulsar Server4.0.1"
 
 READING: dict[str, Any] = {
     "type": "record",
@@ -89,19 +86,6 @@ READINGS = [
         "place": {"city": "Lima", "zip": 15001},
     },
 ]
-
-
-@pytest.fixture
-def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, pulsar.Client]]:
-    """The proxy (naming the broker as Apache Pulsar) and an official client using it."""
-    proxy, answers = apache_proxy((broker.host, broker.port))
-    answers.server_version = APACHE_VERSION
-    client = official_client(proxy.url)
-    try:
-        yield proxy, answers, client
-    finally:
-        client.close()
-        proxy.close()
 
 
 def _read(spark: SparkSession, url: str, topic: str, **options: str) -> list[Any]:
