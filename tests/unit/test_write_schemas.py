@@ -14,7 +14,8 @@ from pyspark.sql import types
 
 from pulsar_spark.arrow.value_encode import ColumnEncoding
 from pulsar_spark.errors import ConfigurationError, SchemaError
-from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol import commands, compression, pb
+from pulsar_spark.protocol.encode import BatchBuilder, OutgoingMessage, single_message_metadata
 from pulsar_spark.protocol.producer_schemas import split_key_value_data
 from pulsar_spark.spark.avro_types import avro_schema_for, check_fits
 from pulsar_spark.spark.write_schemas import write_schemas
@@ -354,3 +355,23 @@ def test_producer_command_carries_the_schema() -> None:
     )
     command = pb.BaseCommand.FromString(frame[8:])
     assert command.producer.schema == schema
+
+
+def test_schema_version_is_stamped_on_batches_and_single_messages() -> None:
+    version = (3).to_bytes(8, "big")
+    builder = BatchBuilder()
+    builder.add(OutgoingMessage(b"a"), 0)
+    batch, _ = builder.build(
+        producer_name="p", publish_time=1, codec=compression.NONE, schema_version=version
+    )
+    single = single_message_metadata(
+        OutgoingMessage(b"b"),
+        producer_name="p",
+        sequence_id=1,
+        publish_time=1,
+        schema_version=version,
+    )
+    assert (batch.schema_version, single.schema_version) == (version, version)
+    builder.add(OutgoingMessage(b"c"), 2)
+    unversioned, _ = builder.build(producer_name="p", publish_time=1, codec=compression.NONE)
+    assert not unversioned.HasField("schema_version")
