@@ -13,6 +13,7 @@ import datetime as dt
 import decimal
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -551,3 +552,22 @@ def test_streaming_write_with_a_schema(
     assert sorted(_fields(m.value()).items().__repr__() for m in messages) == sorted(
         r.items().__repr__() for r in READINGS
     )
+
+
+def test_partitioned_topic_keeps_one_schema_for_all_partitions(
+    spark: SparkSession, proxied: Proxied, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Each partition's producer registers the schema under the parent topic: one version."""
+    proxy, answers, _ = proxied
+    topic = pooled_partitioned_topic(3)
+    rows = [({"id": i, "name": f"n{i}"}, f"k{i}") for i in range(30)]
+    df = spark.createDataFrame(rows, "value struct<id: bigint, name: string>, key string")
+    _write(df, proxy.url, topic, valueSchema="avro")
+
+    (kept,) = answers.schemas[full(topic)]
+    assert kept.type == pb.Schema.Type.Value("Avro")
+    typed = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    got = {(r.key.decode(), r.value.id, r.value.name, r.partition) for r in typed.load().collect()}
+    assert {(key, row["id"], row["name"]) for row, key in rows} == {g[:3] for g in got}
+    assert len(got) == len(rows)
+    assert {g[3] for g in got} == {0, 1, 2}
