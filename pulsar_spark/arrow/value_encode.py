@@ -4,7 +4,9 @@
   STRING its UTF-8 bytes, INT32 / INT64 4 / 8 bytes big-endian two's complement, FLOAT /
   DOUBLE the IEEE 754 bits big-endian, BOOLEAN one byte (1 true, 0 false), BYTES the bytes.
 - AVRO: each value in Avro binary encoding without a header or fingerprint (what Java's
-  ``AvroSchema`` writes), with fastavro, row by row into one buffer.
+  ``AvroSchema`` writes): a column at a time with numpy
+  (:mod:`~pulsar_spark.arrow.avro_columns`) when it covers the schema, else with fastavro, row
+  by row into one buffer.
 - JSON: each value as a JSON object text following the Avro schema's fields, as Java's
   ``JSONSchema`` (Jackson) writes it: records as objects, maps as objects, arrays as arrays,
   bytes as base64 text, decimals as decimal text, dates as days since the epoch, timestamps
@@ -29,6 +31,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
+from pulsar_spark.arrow.avro_columns import encode_avro_column
 from pulsar_spark.errors import SchemaError
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -58,6 +61,9 @@ class ColumnEncoding:
     def encode(self, column: pa.Array, what: str) -> pa.Array:
         """``column`` encoded (see the module); ``what`` names the column in errors."""
         if self.format == "avro":
+            columnar = encode_avro_column(column, self.avro, what)
+            if columnar is not None:
+                return columnar
             return _avro(column, self._parsed_schema(), self.avro, what)
         if self.format == "json":
             return _json(column, self.avro, what)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import io
 import json
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pytest
 from pyspark.sql import types
 
+from pulsar_spark.arrow.avro_columns import encode_avro_column
 from pulsar_spark.arrow.value_encode import ColumnEncoding
 from pulsar_spark.errors import ConfigurationError, SchemaError
 from pulsar_spark.protocol import commands, compression, pb
@@ -218,11 +221,135 @@ def test_json_timestamp_millis_of_a_given_schema() -> None:
     assert ColumnEncoding("json", schema).encode(column, "v").to_pylist() == [b"1000"]
 
 
-def test_a_row_that_does_not_fit_names_the_column() -> None:
+def test_a_null_where_the_schema_takes_none_names_the_field() -> None:
     schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
-    column = pa.array([{"n": None}], pa.struct([("n", pa.int64())]))
+    column = pa.array([{"n": 1}, {"n": None}], pa.struct([("n", pa.int64())]))
+    with pytest.raises(SchemaError) as info:
+        ColumnEncoding("avro", schema).encode(column, "column 'value'")
+    assert str(info.value) == (
+        "column 'value'.n: a row has a null where the Avro schema it is written with, long, "
+        "takes no null"
+    )
+
+
+def test_a_row_the_row_encoder_cannot_write_names_the_column() -> None:
+    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 1}
+    schema = {"type": "record", "name": "R", "fields": [{"name": "d", "type": decimal_type}]}
+    column = pa.array([{"d": None}], pa.struct([("d", pa.decimal128(3, 1))]))
     with pytest.raises(SchemaError, match=r"^column 'value': a row does not fit the Avro schema"):
         ColumnEncoding("avro", schema).encode(column, "column 'value'")
+
+
+COLUMNAR_TYPE = pa.struct(
+    [
+        ("i8", pa.int8()),
+        ("i32", pa.int32()),
+        ("i64", pa.int64()),
+        ("f32", pa.float32()),
+        ("f64", pa.float64()),
+        ("ok", pa.bool_()),
+        ("text", pa.string()),
+        ("raw", pa.binary()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("naive", pa.timestamp("us")),
+        ("day", pa.date32()),
+        ("list", pa.list_(pa.list_(pa.int64()))),
+        ("map", pa.map_(pa.string(), pa.struct([("x", pa.string())]))),
+        ("inner", pa.struct([("deep", pa.struct([("v", pa.int32())]))])),
+    ]
+)
+COLUMNAR_ROWS: list[dict[str, Any] | None] = [
+    {
+        "i8": -128,
+        "i32": 2**31 - 1,
+        "i64": -(2**63),
+        "f32": 1.5,
+        "f64": -0.0,
+        "ok": True,
+        "text": "\u65e5\u672c" * 100,
+        "raw": b"\x00" * 300,
+        "at": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        "naive": dt.datetime(2262, 1, 1),
+        "day": dt.date(1, 1, 1),
+        "list": [[1, -1], [], None, [2**62]],
+        "map": [("a", {"x": "y"}), ("b", None), ("", {"x": None})],
+        "inner": {"deep": {"v": -64}},
+    },
+    None,
+    {
+        "i8": None,
+        "i32": 0,
+        "i64": 63,
+        "f32": None,
+        "f64": float("inf"),
+        "ok": False,
+        "text": "",
+        "raw": None,
+        "at": None,
+        "naive": None,
+        "day": None,
+        "list": [],
+        "map": [],
+        "inner": {"deep": None},
+    },
+    dict.fromkeys(COLUMNAR_TYPE.names),
+]
+
+
+def _avro_type(data_type: pa.DataType) -> Any:
+    """The Spark type's derivation, through the Spark type of ``data_type``."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return avro_schema_for(from_arrow_type(data_type), "v")
+
+
+@pytest.mark.parametrize("millis", [False, True], ids=["micros", "millis"])
+def test_columnar_avro_writes_what_fastavro_writes(millis: bool) -> None:
+    schema = _avro_type(COLUMNAR_TYPE)
+    if millis:
+        for field in schema["fields"]:
+            if field["name"] in ("at", "naive"):
+                field["type"][1]["logicalType"] = field["type"][1]["logicalType"].replace(
+                    "micros", "millis"
+                )
+    column = pa.array([COLUMNAR_ROWS[0], *COLUMNAR_ROWS], COLUMNAR_TYPE).slice(1)  # sliced
+    columnar = encode_avro_column(column, schema, "v")
+    assert columnar is not None
+    parsed = fastavro.parse_schema(schema)
+    expected = []
+    for row in column.to_pylist():
+        if row is None:
+            expected.append(None)
+            continue
+        row["map"] = None if row["map"] is None else dict(row["map"])
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        expected.append(out.getvalue())
+    assert columnar.to_pylist() == expected
+
+
+def test_columnar_avro_of_a_sliced_column_and_a_top_level_long() -> None:
+    column = pa.array([5, None, -3, 64], pa.int64()).slice(1, 3)
+    encoded = encode_avro_column(column, "long", "v")
+    assert encoded is not None
+    assert encoded.to_pylist() == [None, b"\x05", b"\x80\x01"]
+    rows = pa.array([[1], [2, 3], None, []], pa.list_(pa.int32())).slice(1)
+    lists = encode_avro_column(rows, ["null", {"type": "array", "items": "int"}], "v")
+    assert lists is not None
+    assert lists.to_pylist() == [b"\x02\x04\x04\x06\x00", None, b"\x02\x00"]  # null: no value
+
+
+def test_columnar_avro_leaves_what_it_does_not_cover_to_the_row_encoder() -> None:
+    column = pa.array([{"a": 1}], pa.struct([("a", pa.int64())]))
+    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 0}
+    defaulted = {"name": "b", "type": "long", "default": 0}
+    for schema in (
+        decimal_type,
+        {"type": "enum", "name": "E", "symbols": ["A"]},
+        ["null", "long", "string"],
+        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}, defaulted]},
+    ):
+        assert encode_avro_column(column, schema, "v") is None
 
 
 GIVEN = {
