@@ -8,9 +8,10 @@ as the payload) carries both schemas, as Java's ``KeyValueSchemaInfo`` lays them
 
 - ``schema_data``: the key schema's data, then the value schema's, each preceded by its
   length as a 4-byte big-endian signed integer;
-- ``properties``: ``key.schema.name``, ``key.schema.type`` (Java's name of the type: ``AVRO``,
-  ``JSON``, ``STRING``...), ``key.schema.properties`` (the key schema's properties as a JSON
-  object), the same three for ``value.``, and ``kv.encoding.type`` = ``SEPARATED``.
+- ``properties``: ``key.schema.name`` (the key schema's name: here, as it has none of its own,
+  the type's name), ``key.schema.type`` (Java's name of the type: ``AVRO``, ``JSON``,
+  ``STRING``...), ``key.schema.properties`` (the key schema's properties as a JSON object), the
+  same three for ``value.``, and ``kv.encoding.type`` = ``SEPARATED``.
 """
 
 from __future__ import annotations

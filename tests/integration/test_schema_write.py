@@ -497,6 +497,26 @@ DEFINE_ERRORS: list[tuple[str, str, dict[str, str], str]] = [
         "as part of a KEY_VALUE schema",
     ),
     (
+        "bytes of a string",
+        "value string",
+        {"valueSchema": "BYTES"},
+        "column 'value' has type string, which valueSchema=bytes cannot write: it writes binary "
+        "values",
+    ),
+    (
+        "keySchema without a key",
+        "value string",
+        {"valueSchema": "string", "keySchema": "string"},
+        "option 'keySchema' is set but the DataFrame has no 'key' column to write with it",
+    ),
+    (
+        "definition of a primitive",
+        "value string",
+        {"valueSchema": "string", "valueSchema.definition": '"string"'},
+        "option 'valueSchema.definition' is an Avro schema, for valueSchema=avro or json; "
+        "valueSchema is 'string'",
+    ),
+    (
         "map keys",
         "value struct<m: map<int,string>>",
         {"valueSchema": "avro"},
