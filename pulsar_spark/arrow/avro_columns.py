@@ -88,7 +88,8 @@ def covers(schema: Any, data_type: pa.DataType) -> bool:
     if kind == "record":
         return pa.types.is_struct(data_type) and _covers_fields(schema["fields"], data_type)
     if kind == "array":
-        return pa.types.is_list(data_type) and covers(schema["items"], data_type.value_type)
+        lists = pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
+        return lists and covers(schema["items"], data_type.value_type)
     if kind == "map":
         return pa.types.is_map(data_type) and covers(schema["values"], data_type.item_type)
     return isinstance(kind, (str, list)) and covers(kind, data_type)

@@ -333,7 +333,7 @@ def test_columnar_avro_of_a_sliced_column_and_a_top_level_long() -> None:
     encoded = encode_avro_column(column, "long", "v")
     assert encoded is not None
     assert encoded.to_pylist() == [None, b"\x05", b"\x80\x01"]
-    rows = pa.array([[1], [2, 3], None, []], pa.list_(pa.int32())).slice(1)
+    rows = pa.array([[1], [2, 3], None, []], pa.large_list(pa.int32())).slice(1)
     lists = encode_avro_column(rows, ["null", {"type": "array", "items": "int"}], "v")
     assert lists is not None
     assert lists.to_pylist() == [b"\x02\x04\x04\x06\x00", None, b"\x02\x00"]  # null: no value
