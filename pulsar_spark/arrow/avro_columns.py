@@ -10,11 +10,13 @@ The encoding is Avro's: ints and longs as zigzag varints, floats and doubles as 
 IEEE 754, booleans as one byte, strings and bytes as a varint length and the bytes, arrays and
 maps as one block of items (count, items) and a zero, union branches as varints, records as
 their fields in order. Logical types ``date``, ``timestamp-millis`` / ``-micros`` and
-``local-timestamp-millis`` / ``-micros`` are their underlying int or long.
+``local-timestamp-millis`` / ``-micros`` are their underlying int or long, ``decimal`` (as bytes)
+the unscaled value's minimal two's complement, big-endian.
 
 :func:`encode_avro_column` returns None for a schema it does not :func:`cover <covers>`
-(decimals, enums, fixed, other logical types, named type references, unions of other shapes, a
-record whose fields the column does not have in the same order): the caller encodes those row
+(enums, fixed, decimals other than bytes of the column's scale, other logical types, named type
+references, unions of other shapes, a record whose fields the column does not have in the same
+order): the caller encodes those row
 by row.
 """
 
@@ -83,6 +85,8 @@ def covers(schema: Any, data_type: pa.DataType) -> bool:
         return bool(pa.types.is_timestamp(data_type))
     if logical == "date":
         return bool(pa.types.is_date(data_type))
+    if logical == "decimal" and kind == "bytes" and pa.types.is_decimal128(data_type):
+        return bool(data_type.scale == int(schema.get("scale", 0)))
     if logical is not None:
         return False
     if kind == "record":
@@ -132,6 +136,8 @@ def _complex(array: pa.Array, schema: dict[str, Any], path: str) -> Pieces:
         return _varints(values // 1000 if logical.endswith("millis") else values)
     if logical == "date":
         return _varints(_as_ints(array.cast(pa.date32()).cast(pa.int32())))
+    if logical == "decimal":
+        return _decimals(array)
     if kind == "record":
         children = array.flatten()
         parts = [
@@ -199,6 +205,30 @@ def _blobs(array: pa.Array) -> Pieces:
     )
     data = np.frombuffer(data_buffer if data_buffer is not None else b"", dtype=np.uint8)
     return _side_by_side([_varints(np.diff(offsets)), (data, offsets)], len(array))
+
+
+def _decimals(array: pa.Array) -> Pieces:
+    """Decimals as bytes: the unscaled value in two's complement, big-endian, in as few bytes
+    as hold it (Java's ``BigInteger.toByteArray``)."""
+    count = len(array)
+    _, buffer = array.buffers()
+    little = np.frombuffer(buffer, dtype=np.uint8, count=count * 16, offset=array.offset * 16)
+    big = little.reshape(count, 16)[:, ::-1]
+    # a leading byte can go when it only repeats the sign of the byte after it
+    redundant = (
+        ((big[:, :-1] == 0x00) & (big[:, 1:] < 0x80))
+        | (
+            (big[:, :-1] == 0xFF) & (big[:, 1:] >= 0x80)
+        )
+    )
+    dropped = np.cumprod(redundant, axis=1).sum(axis=1).astype(np.int64)
+    sizes = 16 - dropped
+    starts = np.arange(count, dtype=np.int64) * 16 + dropped
+    flat = np.ascontiguousarray(big).reshape(-1)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    data = flat[_ranges(starts, sizes)]
+    return _side_by_side([_varints(sizes), (data, offsets)], count)
 
 
 def _blocks(array: pa.Array, items: Pieces) -> Pieces:

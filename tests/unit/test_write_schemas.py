@@ -233,9 +233,9 @@ def test_a_null_where_the_schema_takes_none_names_the_field() -> None:
 
 
 def test_a_row_the_row_encoder_cannot_write_names_the_column() -> None:
-    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 1}
-    schema = {"type": "record", "name": "R", "fields": [{"name": "d", "type": decimal_type}]}
-    column = pa.array([{"d": None}], pa.struct([("d", pa.decimal128(3, 1))]))
+    enum = {"type": "enum", "name": "E", "symbols": ["A"]}
+    schema = {"type": "record", "name": "R", "fields": [{"name": "e", "type": enum}]}
+    column = pa.array([{"e": "B"}], pa.struct([("e", pa.string())]))
     with pytest.raises(SchemaError, match=r"^column 'value': a row does not fit the Avro schema"):
         ColumnEncoding("avro", schema).encode(column, "column 'value'")
 
@@ -253,6 +253,7 @@ COLUMNAR_TYPE = pa.struct(
         ("at", pa.timestamp("us", tz="UTC")),
         ("naive", pa.timestamp("us")),
         ("day", pa.date32()),
+        ("price", pa.decimal128(38, 2)),
         ("list", pa.list_(pa.list_(pa.int64()))),
         ("map", pa.map_(pa.string(), pa.struct([("x", pa.string())]))),
         ("inner", pa.struct([("deep", pa.struct([("v", pa.int32())]))])),
@@ -271,6 +272,7 @@ COLUMNAR_ROWS: list[dict[str, Any] | None] = [
         "at": dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
         "naive": dt.datetime(2262, 1, 1),
         "day": dt.date(1, 1, 1),
+        "price": decimal.Decimal("99999999999999999999999999999999999.99"),
         "list": [[1, -1], [], None, [2**62]],
         "map": [("a", {"x": "y"}), ("b", None), ("", {"x": None})],
         "inner": {"deep": {"v": -64}},
@@ -288,6 +290,7 @@ COLUMNAR_ROWS: list[dict[str, Any] | None] = [
         "at": None,
         "naive": None,
         "day": None,
+        "price": decimal.Decimal("-1.29"),
         "list": [],
         "map": [],
         "inner": {"deep": None},
@@ -328,6 +331,25 @@ def test_columnar_avro_writes_what_fastavro_writes(millis: bool) -> None:
     assert columnar.to_pylist() == expected
 
 
+def test_columnar_avro_decimals_take_as_few_bytes_as_java() -> None:
+    values = ["0", "1.27", "1.28", "-1.28", "-1.29", "-0.01", "2.55", "-2.56", "-99999999.99"]
+    column = pa.array([decimal.Decimal(v) for v in values], pa.decimal128(10, 2))
+    schema = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+    encoded = encode_avro_column(column, schema, "v")
+    assert encoded is not None
+    assert [v.hex() for v in encoded.to_pylist()] == [
+        "0200",
+        "027f",
+        "040080",
+        "0280",  # -128 in one byte, as Java writes it (fastavro writes ff80: the same value)
+        "04ff7f",
+        "02ff",
+        "0400ff",
+        "04ff00",
+        "0afdabf41c01",
+    ]
+
+
 def test_columnar_avro_of_a_sliced_column_and_a_top_level_long() -> None:
     column = pa.array([5, None, -3, 64], pa.int64()).slice(1, 3)
     encoded = encode_avro_column(column, "long", "v")
@@ -341,7 +363,7 @@ def test_columnar_avro_of_a_sliced_column_and_a_top_level_long() -> None:
 
 def test_columnar_avro_leaves_what_it_does_not_cover_to_the_row_encoder() -> None:
     column = pa.array([{"a": 1}], pa.struct([("a", pa.int64())]))
-    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 0}
+    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 1}
     defaulted = {"name": "b", "type": "long", "default": 0}
     for schema in (
         decimal_type,
