@@ -215,11 +215,8 @@ def _decimals(array: pa.Array) -> Pieces:
     little = np.frombuffer(buffer, dtype=np.uint8, count=count * 16, offset=array.offset * 16)
     big = little.reshape(count, 16)[:, ::-1]
     # a leading byte can go when it only repeats the sign of the byte after it
-    redundant = (
-        ((big[:, :-1] == 0x00) & (big[:, 1:] < 0x80))
-        | (
-            (big[:, :-1] == 0xFF) & (big[:, 1:] >= 0x80)
-        )
+    redundant = ((big[:, :-1] == 0x00) & (big[:, 1:] < 0x80)) | (
+        (big[:, :-1] == 0xFF) & (big[:, 1:] >= 0x80)
     )
     dropped = np.cumprod(redundant, axis=1).sum(axis=1).astype(np.int64)
     sizes = 16 - dropped
