@@ -26,9 +26,9 @@ import uuid
 from collections.abc import Iterator
 
 from pulsar_spark.arrow.decode import record_batches
-from pulsar_spark.client.reader import MAX_RUN
+from pulsar_spark.client.reader import MAX_GROUP, MAX_RUN
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
+from pulsar_spark.protocol.decode import Entry, decode_entries, entry_info, is_batch
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
@@ -90,8 +90,10 @@ def run(frames: bytes, messages: int, *, arrow: bool) -> float:
 
 
 def decoded(frames: bytes) -> Iterator[MessageColumns]:
-    """Every entry's columns, one-message entries decoded together as the reader does."""
+    """Every entry's columns, decoded together as the reader does: one-message entries in runs,
+    batched entries in groups of up to MAX_GROUP."""
     run = SingleRun()
+    group: list[Entry] = []
     for frame in FrameDecoder().feed(frames):
         message_id = frame.command.message.message_id
         section = parse_payload_section(frame.payload or b"")
@@ -101,11 +103,16 @@ def decoded(frames: bytes) -> Iterator[MessageColumns]:
         )
         info = entry_info(metadata, message_id.ledgerId, message_id.entryId, -1)
         if is_batch(metadata):
-            yield decode_entry(info, metadata, data)
+            group.append((info, metadata, data))
+            if len(group) >= MAX_GROUP:
+                yield from decode_entries(group)
+                group = []
             continue
         run.add(info, metadata, data)
         if len(run) >= MAX_RUN:
             yield run.take()
+    if group:
+        yield from decode_entries(group)
     if len(run):
         yield run.take()
 

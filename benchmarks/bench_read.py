@@ -41,6 +41,7 @@ runs. Results go to ``benchmarks/results/bench_read.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ceiling import CeilingSource
 from common import (
     DEFAULT_PARTITIONS,
+    READING,
+    READING_DDL,
     Published,
     Shape,
     last_measured,
@@ -67,7 +70,7 @@ B_ROWS_PER_BATCH = 50_000
 B_READ_TIMEOUT_MS = 30_000  # give up when nothing arrives for this long
 B_IDLE_MS = 500  # re-open the reader when nothing arrives for this long
 B_SCHEMA = (
-    "key binary, value binary, topic string, partition int, "
+    "key binary, value {value}, topic string, partition int, "
     "messageId struct<ledgerId: bigint, entryId: bigint, batchIndex: int>, "
     "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
     "producerName string"
@@ -91,8 +94,9 @@ def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
     topic = row["partition_topic"]
+    schema = _reader_schema(row)
     try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest, receiver_queue_size=10_000)
+        reader = reopen(client, None, topic, None, schema)
         last = (row["last_ledger"], row["last_entry"], row["last_batch"])
         seen = (-1, -1, -1)
         resume_after = None
@@ -111,7 +115,7 @@ def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
                         f"{topic}: nothing for {B_READ_TIMEOUT_MS} ms after {read} messages; "
                         f"last id read {seen}, expected up to {last}"
                     ) from None
-                reader = reopen(client, reader, topic, resume_after)
+                reader = reopen(client, reader, topic, resume_after, schema)
                 continue
             idle_ms = 0
             mid = msg.message_id()
@@ -122,7 +126,7 @@ def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
             read += 1
             partition_key = msg.partition_key()
             key.append(partition_key.encode() if partition_key else None)
-            value.append(msg.data())
+            value.append(msg.value() if schema else msg.data())
             ledger.append(current[0])
             entry.append(current[1])
             batch.append(current[2])
@@ -131,11 +135,11 @@ def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
             props.append(list(msg.properties().items()))
             producer.append(msg.producer_name())
             if len(value) >= B_ROWS_PER_BATCH:
-                yield to_arrow(cols, row["topic"], row["partition"])
+                yield to_arrow(cols, row["topic"], row["partition"], schema)
                 for column in cols:
                     column.clear()
         if value:
-            yield to_arrow(cols, row["topic"], row["partition"])
+            yield to_arrow(cols, row["topic"], row["partition"], schema)
         if read != row["expected"]:
             raise RuntimeError(f"{topic}: read {read} messages, published {row['expected']}")
         reader.close()
@@ -143,18 +147,30 @@ def read_one_partition(row: dict[str, Any]) -> Iterator[Any]:
         client.close()
 
 
-def reopen(client: Any, reader: Any, topic: str, after: Any) -> Any:
-    """Close ``reader`` and open a new one that starts after message ``after`` (or earliest)."""
+def _reader_schema(row: dict[str, Any]) -> dict[str, Any]:
+    """The official reader's ``schema`` argument: the row's Avro schema (JSON), if any."""
+    if not row.get("value_schema"):
+        return {}
+    from pulsar.schema import AvroSchema
+
+    return {"schema": AvroSchema(None, schema_definition=json.loads(row["value_schema"]))}
+
+
+def reopen(client: Any, reader: Any, topic: str, after: Any, schema: dict[str, Any]) -> Any:
+    """Close ``reader`` (if any) and open a new one that starts after message ``after`` (or at
+    the earliest), decoding values with ``schema`` (the official client's own decoding)."""
     import pulsar
 
-    reader.close()
+    if reader is not None:
+        reader.close()
     return client.create_reader(
-        topic, after or pulsar.MessageId.earliest, receiver_queue_size=10_000
+        topic, after or pulsar.MessageId.earliest, receiver_queue_size=10_000, **schema
     )
 
 
-def to_arrow(cols: list[list[Any]], topic: str, partition: int) -> Any:
-    """One record batch of ``B_SCHEMA`` from the column lists (copied, so they can be reused)."""
+def to_arrow(cols: list[list[Any]], topic: str, partition: int, schema: dict[str, Any]) -> Any:
+    """One record batch of ``B_SCHEMA`` from the column lists (copied, so they can be reused);
+    with a ``schema``, values are records: an Arrow struct of their fields."""
     import pyarrow as pa
 
     key, value, ledger, entry, batch, publish, event, props, producer = cols
@@ -163,7 +179,7 @@ def to_arrow(cols: list[list[Any]], topic: str, partition: int) -> Any:
     return pa.RecordBatch.from_arrays(
         [
             pa.array(key, pa.binary()),
-            pa.array(value, pa.binary()),
+            pa.array(value, _value_type(schema)),
             pa.array([topic] * rows, pa.string()),
             pa.array([partition] * rows, pa.int32()),
             pa.StructArray.from_arrays(
@@ -193,6 +209,27 @@ def to_arrow(cols: list[list[Any]], topic: str, partition: int) -> Any:
     )
 
 
+def _value_type(schema: dict[str, Any]) -> Any:
+    """The Arrow type of the value column: binary, or READING's fields (as READING_DDL)."""
+    import pyarrow as pa
+
+    if not schema:
+        return pa.binary()
+    place = pa.struct([("city", pa.string()), ("zip", pa.int64())])
+    return pa.struct(
+        [
+            ("name", pa.string()),
+            ("count", pa.int64()),
+            ("ratio", pa.float64()),
+            ("ok", pa.bool_()),
+            ("note", pa.string()),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("tags", pa.list_(pa.string())),
+            ("place", place),
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     messages: int
@@ -204,6 +241,7 @@ CASES = {
     "keyed": Case(1_000_000, Shape(keyed=True)),
     "large": Case(50_000, Shape(size=10_240, compression="lz4", batch_bytes=128 * 1024)),
     "unbatched": Case(200_000, Shape(batching=False)),
+    "avro": Case(1_000_000, Shape(avro=True)),
 }
 
 
@@ -217,6 +255,7 @@ def side_a(spark: Any, service_url: str, published: Published) -> Any:
 
 
 def side_b(spark: Any, service_url: str, published: Published) -> Any:
+    value_schema = json.dumps(READING) if published.shape.avro else None
     rows = [
         (
             service_url,
@@ -225,15 +264,18 @@ def side_b(spark: Any, service_url: str, published: Published) -> Any:
             i,
             published.counts[i],
             *published.last_ids[i],
+            value_schema,
         )
         for i in range(published.partitions)
     ]
     partitions = spark.createDataFrame(
         rows,
         "service_url string, topic string, partition_topic string, partition int, "
-        "expected bigint, last_ledger bigint, last_entry bigint, last_batch int",
+        "expected bigint, last_ledger bigint, last_entry bigint, last_batch int, "
+        "value_schema string",
     ).repartition(published.partitions)
-    return partitions.mapInArrow(read_with_official_client, B_SCHEMA)
+    value = READING_DDL if value_schema else "binary"
+    return partitions.mapInArrow(read_with_official_client, B_SCHEMA.format(value=value))
 
 
 def side_c(spark: Any, service_url: str, published: Published) -> Any:
@@ -256,12 +298,19 @@ SIDES: dict[str, tuple[str, Callable[[Any, str, Published], Any]]] = {
 def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
     """Publish the case's topic, then measure each side on it; the case's results."""
     broker = start_broker(f"bench-{name}", args.partitions)
+    service: Any = broker
+    if case.shape.avro:
+        # pulsar-lite keeps no schemas: the test proxy keeps them as Apache Pulsar does (and
+        # stamps versions on messages); every side publishes and reads through it.
+        service = SchemaRegistry(broker)
     try:
         data = argparse.Namespace(messages=case.messages, partitions=args.partitions)
-        published = publish_dataset(broker, data, case.shape, topic=f"bench-{name}")
+        published = publish_dataset(service, data, case.shape, topic=f"bench-{name}")
         runs: list[dict[str, Any]] = []
         counts: dict[str, int | None] = {}
         for side in args.sides.split(","):
+            if case.shape.avro and side == "C":
+                continue  # the ceiling source yields binary values only
             label, make = SIDES[side]
             print(f"{name} / {side}: {label} -> noop", flush=True)
             spark = spark_session(f"bench_read_{name}_{side}")
@@ -269,7 +318,7 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
                 spark.dataSource.register(CeilingSource)
                 side_runs, counts[side] = measure(
                     f"{side} {label}",
-                    lambda make=make, spark=spark: make(spark, broker.service_url, published),
+                    lambda make=make, spark=spark: make(spark, service.service_url, published),
                     args.runs,
                     case.messages,
                 )
@@ -277,7 +326,9 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
                 spark.stop()
             runs += [{"case": name, **r} for r in side_runs]
     finally:
-        broker.stop()
+        service.stop()
+        if service is not broker:
+            broker.stop()
     best = {side: last_measured([r for r in runs if r["side"].startswith(side)]) for side in SIDES}
     return {
         "case": name,
@@ -288,6 +339,20 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         "a_over_b": ratio(best["A"], best["B"]),
         "a_over_ceiling": ratio(best["A"], best["C"]),
     }
+
+
+class SchemaRegistry:
+    """The test proxy in front of ``broker``, answering as Apache Pulsar (schemas kept)."""
+
+    def __init__(self, broker: Any) -> None:
+        from broker_proxy import apache_proxy
+
+        self.proxy, answers = apache_proxy((broker.host, broker.port))
+        answers.server_version = "Pulsar Server4.0.1"
+        self.service_url = self.proxy.url
+
+    def stop(self) -> None:
+        self.proxy.close()
 
 
 def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:

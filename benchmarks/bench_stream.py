@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    PHASES,
     WorkerMemory,
     add_dataset_arguments,
     format_table,
@@ -47,14 +48,6 @@ from common import (
     timer,
 )
 
-PHASES = (
-    "triggerExecution",
-    "latestOffset",
-    "queryPlanning",
-    "walCommit",
-    "addBatch",
-    "commitOffsets",
-)
 QUERY_TIMEOUT = 600.0
 
 

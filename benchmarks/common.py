@@ -29,11 +29,16 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.topic import full_topic_name
+
+# The tests' support code: the Avro record of the avro case, the proxy (bench_read, bench_tls).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.schemas import READING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,8 +84,11 @@ class Shape:
     compression: str = "none"  # "none" or "lz4"
     batching: bool = True
     batch_bytes: int = 1 << 20
+    avro: bool = False  # values are READING records, sent with the official AvroSchema
 
     def describe(self) -> str:
+        if self.avro:
+            return "Avro records of 8 fields (READING), batched"
         parts = [f"{self.size:,} B"]
         if self.keyed:
             parts.append("keyed + 2 properties")
@@ -210,8 +218,30 @@ def _ready(_: int) -> bool:
     return True
 
 
-def _payloads(shape: Shape) -> list[bytes]:
-    """1024 values of ``shape.size`` bytes to cycle through."""
+READING_DDL = (
+    "struct<name: string, count: bigint, ratio: double, ok: boolean, note: string, "
+    "at: timestamp, tags: array<string>, place: struct<city: string, zip: bigint>>"
+)
+
+
+def reading(n: int) -> dict[str, Any]:
+    """Record ``n`` of :data:`READING`."""
+    return {
+        "name": f"user-{n % 10_000}",
+        "count": n * 7919,
+        "ratio": n / 7,
+        "ok": n % 2 == 0,
+        "note": None if n % 3 else f"note {n}",
+        "at": datetime.fromtimestamp(1_764_000_000 + n / 1000, tz=timezone.utc),
+        "tags": ["red", "green", "blue"][: n % 4],
+        "place": {"city": _SOURCES[n % 4], "zip": n % 100_000},
+    }
+
+
+def _payloads(shape: Shape) -> list[Any]:
+    """1024 values of ``shape.size`` bytes (or records) to cycle through."""
+    if shape.avro:
+        return [reading(n) for n in range(1024)]
     if shape.compression == "none":
         return [os.urandom(shape.size) for _ in range(1024)]
     words = ["order", "user", "amount", "currency", "EUR", "status", "shipped", "items"]
@@ -283,6 +313,7 @@ def _publish_partitions(
                 batching_max_messages=1000,
                 batching_max_allowed_size_in_bytes=shape.batch_bytes,
                 compression_type=compression,
+                **_schema(shape),
                 batching_max_publish_delay_ms=10,
                 max_pending_messages=50_000,
                 block_if_queue_full=True,
@@ -301,7 +332,7 @@ def _publish_partitions(
                 last = n == counts[index] - 1
                 producers[index].send_async(
                     payloads[sent % pool],
-                    on_last(index) if last else _NO_OP_CALLBACK,
+                    on_last(index) if last else NO_OP_CALLBACK,
                     **_message_fields(shape, sent),
                 )
                 sent += 1
@@ -318,11 +349,30 @@ def _publish_partitions(
     return results
 
 
+def _schema(shape: Shape) -> dict[str, Any]:
+    """The official producer's ``schema`` argument for ``shape``'s values."""
+    if not shape.avro:
+        return {}
+    from pulsar.schema import AvroSchema
+
+    return {"schema": AvroSchema(None, schema_definition=READING)}
+
+
 # A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
-_NO_OP_CALLBACK = slice
+NO_OP_CALLBACK = slice
 
 
 # ---------------------------------------------------------------------------- Spark
+
+# The phases of a streaming micro-batch's ``durationMs`` (``query.recentProgress``) reported.
+PHASES = (
+    "triggerExecution",
+    "latestOffset",
+    "queryPlanning",
+    "walCommit",
+    "addBatch",
+    "commitOffsets",
+)
 
 
 def spark_session(app: str, *, extra: dict[str, str] | None = None) -> SparkSession:

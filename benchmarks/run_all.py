@@ -26,6 +26,7 @@ BENCHMARKS = (
     "bench_read",
     "bench_scale",
     "bench_stream",
+    "bench_latency",
     "bench_write",
     "bench_tls",
 )

@@ -729,6 +729,10 @@ class ApacheAnswers:
       (Avro resolves records only by name). A producer without a schema (or with None, bytes)
       is accepted, as Apache does unless ``schemaValidationEnforced`` is set. Refusals are
       counted in ``schemas_refused``.
+    - Every topic a producer opens through the proxy (a partition's own name for a partitioned
+      topic) is kept in ``topics``; :meth:`answer` answers GET_TOPICS_OF_NAMESPACE with those
+      of the namespace asked for, as an Apache broker lists the topics it has (pulsar-lite never
+      answers it).
     """
 
     def __init__(self, *, advertise_tls_url: bool = True) -> None:
@@ -743,6 +747,7 @@ class ApacheAnswers:
         self.schemas: dict[str, list[pb.Schema]] = {}
         self.schema_requests = 0
         self.schemas_refused = 0
+        self.topics: set[str] = set()
         self._producer_versions: dict[int, bytes] = {}
 
     def __call__(self, command: pb.BaseCommand) -> bool:
@@ -778,6 +783,7 @@ class ApacheAnswers:
         return False
 
     def _producer_schema(self, producer: pb.CommandProducer) -> None:
+        self.topics.add(TopicName.parse(producer.topic).full_name)
         if producer.HasField("schema"):
             version = self._register(producer.topic, producer.schema)
             if version is not None:
@@ -799,6 +805,11 @@ class ApacheAnswers:
         PRODUCER with an incompatible schema refused as Apache refuses it."""
         if command.type == Type.PRODUCER:
             return self._refuse_incompatible(command.producer)
+
+        """GET_SCHEMA and GET_TOPICS_OF_NAMESPACE answered as an Apache broker answers them
+        (pulsar-lite answers neither)."""
+        if command.type == Type.GET_TOPICS_OF_NAMESPACE:
+            return self._topics_of_namespace(command.getTopicsOfNamespace)
         if command.type != Type.GET_SCHEMA:
             return None
         self.schema_requests += 1
@@ -842,6 +853,24 @@ class ApacheAnswers:
             ),
         )
         return pb.BaseCommand(type=Type.ERROR, error=error)
+
+    def _topics_of_namespace(self, request: pb.CommandGetTopicsOfNamespace) -> pb.BaseCommand:
+        listed = sorted(
+            topic
+            for topic in self.topics
+            if TopicName.parse(topic).namespace_name == request.namespace
+            and (
+                request.mode == pb.CommandGetTopicsOfNamespace.ALL
+                or topic.startswith("persistent://")
+                == (request.mode == pb.CommandGetTopicsOfNamespace.PERSISTENT)
+            )
+        )
+        response = pb.CommandGetTopicsOfNamespaceResponse(
+            request_id=request.request_id, topics=listed
+        )
+        return pb.BaseCommand(
+            type=Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=response
+        )
 
     def _register(self, topic: str, schema: pb.Schema) -> bytes | None:
         """The version of ``schema`` on ``topic``, added if new; None for no schema (bytes)."""

@@ -24,7 +24,7 @@ from pulsar_spark.arrow.schema import ARROW_SCHEMA, MESSAGE_ID_TYPE, PROPERTIES_
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, ranges
 
 if TYPE_CHECKING:
-    from pulsar_spark.arrow.values import ValueDecoder
+    from pulsar_spark.arrow.key_values import RowDecoder
 
 DEFAULT_MAX_ROWS = 65_536
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -40,7 +40,7 @@ class RecordBatchBuilder:
         *,
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        values: ValueDecoder | None = None,
+        values: RowDecoder | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -76,7 +76,7 @@ def record_batches(
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    values: ValueDecoder | None = None,
+    values: RowDecoder | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Group a stream of entries into bounded record batches (``value`` typed by ``values``)."""
     builder = RecordBatchBuilder(
@@ -95,20 +95,22 @@ def to_record_batch(
     parts: Sequence[MessageColumns],
     topic: str,
     partition: int,
-    values: ValueDecoder | None = None,
+    values: RowDecoder | None = None,
 ) -> pa.RecordBatch:
     """One record batch of :data:`ARROW_SCHEMA` from the entries in ``parts``; with ``values``,
-    of its schema with ``value`` decoded to that decoder's type."""
+    of its schema with ``value`` (and for a KeyValue topic ``key``) decoded to its types."""
     counts = np.fromiter((p.count for p in parts), dtype=np.int64, count=len(parts))
     rows = int(counts.sum())
     payloads = _Payloads(parts)
     value = payloads.array([p.values for p in parts], pa.binary())
+    key = _keys(payloads, parts, rows)
     schema = ARROW_SCHEMA
     if values is not None:
-        value = values.decode(value, [v for p in parts for v in p.schema_versions()])
+        versions = [v for p in parts for v in p.schema_versions()]
+        key, value = values.decode_columns(key, value, versions)
         schema = values.arrow_schema
     arrays = [
-        _keys(payloads, parts, rows),
+        key,
         value,
         _constant_string(topic, rows),
         pa.array(np.full(rows, partition, dtype=np.int32)),

@@ -5,7 +5,7 @@
   DOUBLE the IEEE 754 bits big-endian, BOOLEAN one byte (1 true, 0 false), BYTES the bytes.
 - AVRO: each value in Avro binary encoding without a header or fingerprint (what Java's
   ``AvroSchema`` writes): a column at a time with numpy
-  (:mod:`~pulsar_spark.arrow.avro_columns`) when it covers the schema, else with fastavro, row
+  (:mod:`~pulsar_spark.arrow.avro_encode`) when it covers the schema, else with fastavro, row
   by row into one buffer.
 - JSON: each value as a JSON object text following the Avro schema's fields, as Java's
   ``JSONSchema`` (Jackson) writes it: records as objects, maps as objects, arrays as arrays,
@@ -31,7 +31,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from pulsar_spark.arrow.avro_columns import encode_avro_column
+from pulsar_spark.arrow.avro_encode import encode_avro_column
 from pulsar_spark.errors import SchemaError
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

@@ -8,10 +8,11 @@ the topic's latest schema); every message is decoded with the schema it was writ
 ===========================  ==============================================================
 Pulsar schema / Avro type    Spark type
 ===========================  ==============================================================
-String                       string (UTF-8)
-Bool                         boolean (1 byte)
-Int8 / Int16 / Int32 / Int64 tinyint / smallint / int / bigint (big-endian)
-Float / Double               float / double (big-endian IEEE 754)
+primitives (String, Int64,   see :mod:`pulsar_spark.arrow.primitives`
+Date, Instant, LocalTime...)
+KeyValue                     ``key`` and ``value`` typed by its key and value schemas (see
+                             :mod:`pulsar_spark.arrow.key_values`)
+ProtobufNative               struct of the root message (see :mod:`pulsar_spark.arrow.protobuf`)
 Avro, Json: record           struct, one field per record field, in order
 array / map                  array / map<string, ...>
 union of null and one type   that type (nullable); other unions are refused
@@ -27,17 +28,19 @@ uuid                         string
 decimal(p, s)                decimal(p, s)
 ===========================  ==============================================================
 
-Every field is nullable. Avro values are read with ``fastavro``; Json values (the Avro schema
-describes them) with :mod:`json`. Values are built as Python objects and laid out by pyarrow.
+Every field is nullable. Avro values written with the latest version are read column by column
+(:mod:`pulsar_spark.arrow.avro_decode`); other versions, and types that module leaves out, one
+by one with ``fastavro``. Json values (the Avro schema describes them) are read with
+:mod:`json`. Values read one by one are built as Python objects and laid out by pyarrow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import io
 import json
-import struct
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,26 +49,20 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from pulsar_spark.arrow.avro_decode import decode_avro
+from pulsar_spark.arrow.primitives import PRIMITIVES
+from pulsar_spark.arrow.protobuf import protobuf_schema
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.schemas import SchemaInfo
+from pulsar_spark.protocol.key_value import key_value_schemas
+from pulsar_spark.protocol.schemas import SchemaInfo, type_name
 
 SchemaType = pb.Schema.Type
 
-# Primitive schemas: the Spark type, the Arrow type and the big-endian struct format (None for
-# String: UTF-8 text).
-_PRIMITIVES: dict[int, tuple[str, pa.DataType, str | None]] = {
-    SchemaType.Value("String"): ("string", pa.string(), None),
-    SchemaType.Value("Bool"): ("boolean", pa.bool_(), ">?"),
-    SchemaType.Value("Int8"): ("tinyint", pa.int8(), ">b"),
-    SchemaType.Value("Int16"): ("smallint", pa.int16(), ">h"),
-    SchemaType.Value("Int32"): ("int", pa.int32(), ">i"),
-    SchemaType.Value("Int64"): ("bigint", pa.int64(), ">q"),
-    SchemaType.Value("Float"): ("float", pa.float32(), ">f"),
-    SchemaType.Value("Double"): ("double", pa.float64(), ">d"),
-}
+_BYTES = SchemaType.Value("None")  # a key or value of a KeyValue schema kept as bytes
 _AVRO = SchemaType.Value("Avro")
+_PROTOBUF = SchemaType.Value("ProtobufNative")
 _JSON = SchemaType.Value("Json")
 _EPOCH_DAY = dt.date(1970, 1, 1)
 
@@ -85,16 +82,26 @@ class ValueSchema:
     """The schema the ``value`` column follows: a topic's latest schema, by type."""
 
     topic: str
-    type: int  # a pb.Schema.Type value
+    type: int  # a pb.Schema.Type value (None: bytes, for a half of a KeyValue schema)
     data: bytes  # the Avro schema JSON for Avro and Json, else empty
     version: bytes | None
     avro: Any = field(default=None, compare=False)  # the parsed Avro schema (JSON form)
+    key: ValueSchema | None = None  # a KeyValue schema's key schema (then this is its value's)
+    separated: bool = False  # a KeyValue schema's key is the message key, not in the payload
 
     @classmethod
     def of(cls, topic: str, info: SchemaInfo) -> ValueSchema | None:
-        """The typed schema for ``info``; None for types read as bytes (Protobuf, KeyValue...)."""
-        if info.type in _PRIMITIVES:
+        """The typed schema for ``info``; None for types read as bytes (BYTES, Protobuf...)."""
+        if info.type == SchemaType.Value("KeyValue"):
+            halves = key_value_schemas(info, topic)
+            key = cls.of(topic, halves.key) or cls(topic, _BYTES, b"", info.version)
+            value = cls.of(topic, halves.value) or cls(topic, _BYTES, b"", info.version)
+            return dataclasses.replace(value, key=key, separated=halves.separated)
+        if info.type in PRIMITIVES:
             return cls(topic, info.type, b"", info.version)
+        if info.type == _PROTOBUF:
+            protobuf_schema(info.data, topic)  # refuse what has no mapping now, on the driver
+            return cls(topic, info.type, info.data, info.version)
         if info.type not in (_AVRO, _JSON):
             return None
         try:
@@ -107,22 +114,37 @@ class ValueSchema:
 
     def spark_type(self) -> str:
         """The Spark DDL type of the ``value`` column."""
-        if self.type in _PRIMITIVES:
-            return _PRIMITIVES[self.type][0]
+        if self.type == _BYTES:
+            return "binary"
+        if self.type in PRIMITIVES:
+            return PRIMITIVES[self.type].ddl
+        if self.type == _PROTOBUF:
+            return protobuf_schema(self.data, self.topic).spark_type
         return _types(self.avro, self.topic)[0]
 
     def arrow_type(self) -> pa.DataType:
         """The Arrow type Spark expects for :meth:`spark_type`."""
-        if self.type in _PRIMITIVES:
-            return _PRIMITIVES[self.type][1]
+        if self.type == _BYTES:
+            return pa.binary()
+        if self.type in PRIMITIVES:
+            return PRIMITIVES[self.type].arrow
+        if self.type == _PROTOBUF:
+            return protobuf_schema(self.data, self.topic).arrow_type
         return _types(self.avro, self.topic)[1]
 
     def read_schema_ddl(self) -> str:
-        """The full read schema, with ``value`` of :meth:`spark_type`."""
-        return SCHEMA_DDL.replace("value binary", f"value {self.spark_type()}", 1)
+        """The full read schema, with ``value`` of :meth:`spark_type` (and for a KeyValue
+        schema ``key`` of its key schema's type)."""
+        ddl = SCHEMA_DDL.replace("value binary", f"value {self.spark_type()}", 1)
+        if self.key is not None:
+            ddl = ddl.replace("key binary", f"key {self.key.spark_type()}", 1)
+        return ddl
 
     def arrow_schema(self) -> pa.Schema:
-        return ARROW_SCHEMA.set(1, pa.field("value", self.arrow_type()))
+        schema = ARROW_SCHEMA.set(1, pa.field("value", self.arrow_type()))
+        if self.key is not None:
+            schema = schema.set(0, pa.field("key", self.key.arrow_type()))
+        return schema
 
 
 WriterSchemas = Callable[[bytes], bytes | None]
@@ -144,22 +166,31 @@ class ValueDecoder:
             f'"{name}"'.encode() in schema.data for name in ("time-millis", "time-micros", "uuid")
         )
 
+    def decode_columns(
+        self, keys: pa.Array, values: pa.Array, versions: Sequence[bytes | None]
+    ) -> tuple[pa.Array, pa.Array]:
+        """The ``key`` and ``value`` columns: ``keys`` as they are, ``values`` decoded."""
+        return keys, self.decode(values, versions)
+
     def decode(self, values: pa.Array, versions: Sequence[bytes | None]) -> pa.Array:
         """``values`` (binary, null for null values) decoded; ``versions`` one per value."""
         kind = self.schema.type
-        if kind == SchemaType.Value("String"):
-            return values.cast(pa.string())
-        raw = values.to_pylist()
-        if kind in _PRIMITIVES:
-            fmt = _PRIMITIVES[kind][2]
-            assert fmt is not None
-            return pa.array([_primitive(v, fmt) for v in raw], type=self._arrow_type)
+        if kind == _BYTES:
+            return values
+        if kind in PRIMITIVES:
+            return PRIMITIVES[kind].decode(values, self.schema.topic, type_name(kind))
+        if kind == _PROTOBUF:
+            return protobuf_schema(self.schema.data, self.schema.topic).decode(values)
         if kind == _JSON:
-            decoded = [None if v is None else self._json(v) for v in raw]
+            decoded = [None if v is None else self._json(v) for v in values.to_pylist()]
         else:
+            if all(self._writer(version) is None for version in dict.fromkeys(versions)):
+                columns = decode_avro(values, self.schema.avro, self._arrow_type)
+                if columns is not None:
+                    return columns
             decoded = [
                 None if v is None else self._avro(v, version)
-                for v, version in zip(raw, versions, strict=True)
+                for v, version in zip(values.to_pylist(), versions, strict=True)
             ]
         return pa.array(decoded, type=self._arrow_type)
 
@@ -206,12 +237,6 @@ def _version_text(version: bytes | None) -> str:
     if version is None:
         return "(none)"
     return str(int.from_bytes(version, "big")) if len(version) == 8 else version.hex()
-
-
-def _primitive(value: bytes | None, fmt: str) -> Any:
-    if value is None:
-        return None
-    return struct.unpack(fmt, value)[0]
 
 
 def _types(schema: Any, topic: str) -> tuple[str, pa.DataType]:

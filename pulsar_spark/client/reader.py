@@ -66,7 +66,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
-from pulsar_spark.protocol.decode import decode_entry, entry_info, is_batch
+from pulsar_spark.protocol.decode import decode_entries, decode_entry, entry_info, is_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
 from pulsar_spark.protocol.single_runs import SingleRun
@@ -144,16 +144,20 @@ class RangeReader:
 
     def __iter__(self) -> Iterator[MessageColumns]:
         run = SingleRun()
+        group = _BatchGroup(_bounds(self.range))
         try:
-            yield from self._columns(run)
+            yield from self._columns(run, group)
         except PulsarSparkError:
+            # what was read before the failure comes first
+            yield from group.take()
             if len(run):
-                yield run.take()  # what was read before the failure comes first
+                yield run.take()
             raise
+        yield from group.take()
         if len(run):
             yield run.take()
 
-    def _columns(self, run: SingleRun) -> Iterator[MessageColumns]:
+    def _columns(self, run: SingleRun, group: _BatchGroup) -> Iterator[MessageColumns]:
         assembler = ChunkAssembler()
         end = self.range.end.entry
         first, last = _bounds(self.range)
@@ -161,6 +165,7 @@ class RangeReader:
             past_end = raw.entry > end
             if not past_end and _plain_single(raw):
                 # one message, not chunked: decoded together with its neighbours
+                yield from group.take()
                 if first <= (*raw.entry, -1) <= last:
                     run.add(*_decompressed(raw, raw.section.payload))
                     if len(run) >= MAX_RUN or run.size >= MAX_RUN_BYTES:
@@ -168,6 +173,12 @@ class RangeReader:
                 continue
             if len(run):
                 yield run.take()
+            if not past_end and _plain_batch(raw):
+                group.add(raw)
+                if group.full():
+                    yield from group.take()
+                continue
+            yield from group.take()
             if past_end and not _continues_chunk(raw):
                 continue
             if _chunk_before_start(raw, self.range):
@@ -278,15 +289,56 @@ class RangeReader:
             if assembled is None:
                 return None
             payload = assembled.payload
-        columns = decode_entry(*_decompressed(raw, payload))
-        ack_set = raw.message.ack_set
-        return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
+        return _acknowledged(raw, decode_entry(*_decompressed(raw, payload)))
 
 
 MAX_RUN = 8192
 """One-message entries decoded together at most (see :mod:`pulsar_spark.protocol.single_runs`)."""
 MAX_RUN_BYTES = 8 * 1024 * 1024
 """Value bytes of one-message entries decoded together at most."""
+MAX_GROUP = 8
+"""Batched entries decoded together at most (see :mod:`pulsar_spark.protocol.decode`)."""
+MAX_GROUP_BYTES = 4 * 1024 * 1024
+"""Payload bytes (as received) of batched entries decoded together at most."""
+
+
+class _BatchGroup:
+    """Batched entries (not chunks, not markers) waiting to be decoded together; each comes
+    out clipped to the range and without the messages its ``ack_set`` has acknowledged."""
+
+    def __init__(self, bounds: tuple[Key, Key]) -> None:
+        self._first, self._last = bounds
+        self._entries: list[RawEntry] = []
+        self._size = 0
+
+    def add(self, raw: RawEntry) -> None:
+        self._entries.append(raw)
+        self._size += len(raw.section.payload)
+
+    def full(self) -> bool:
+        return len(self._entries) >= MAX_GROUP or self._size >= MAX_GROUP_BYTES
+
+    def take(self) -> Iterator[MessageColumns]:
+        entries, self._entries, self._size = self._entries, [], 0
+        if not entries:
+            return
+        decoded = decode_entries([_decompressed(raw, raw.section.payload) for raw in entries])
+        for raw, columns in zip(entries, decoded, strict=True):
+            clipped = _clip(_acknowledged(raw, columns), self._first, self._last)
+            if clipped is not None and clipped.count:
+                yield clipped
+
+
+def _acknowledged(raw: RawEntry, columns: MessageColumns) -> MessageColumns:
+    """``columns`` without the messages the entry's ``ack_set`` says are acknowledged."""
+    ack_set = raw.message.ack_set
+    return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
+
+
+def _plain_batch(raw: RawEntry) -> bool:
+    """A batched entry that is not a chunk or a marker."""
+    metadata = raw.section.metadata
+    return is_batch(metadata) and not (is_chunk(metadata) or metadata.HasField("marker_type"))
 
 
 def _plain_single(raw: RawEntry) -> bool:

@@ -1,4 +1,4 @@
-"""Where a publish time falls in a partition, found by the broker's seek, not by a scan.
+"""Where a publish time falls in a partition, found by bisection or the broker's seek, not a scan.
 
 How this works: the answer is the first entry whose publish time is at or after ``millis``.
 
@@ -6,16 +6,22 @@ How this works: the answer is the first entry whose publish time is at or after 
    published before ``millis``, no entry qualifies and nothing else is asked: seeking past the
    end is where brokers differ (Apache Pulsar parks the cursor at the end, pulsar-lite drops
    the connection).
-2. Otherwise a non-durable subscription that has not been given any permits is moved with
+2. Entry ids are dense inside a ledger (0, 1, ... up to the last), so when the first entry of
+   the last entry's ledger was published before ``millis`` the answer lies in that ledger and
+   is found by bisection over its entry ids, reading one entry per step (12 reads for 4,000
+   entries). pulsar-lite keeps a topic in one ledger and its own seek by time reads every entry
+   from the start, so there this is the usual path.
+3. Otherwise (the answer may lie in an earlier ledger, whose entry counts the binary protocol
+   does not tell) a non-durable subscription that has not been given any permits is moved with
    ``Seek(message_publish_time)``; then one permit is sent and the first entry delivered is
    the answer. Apache Pulsar closes the consumer when it resets a cursor (the subscription
    stays): the consumer subscribes again under the same name and asks again. A broker that
    stays silent gets one more permit now and then (pulsar-lite sometimes needs it), until the
    request timeout.
 
-Brokers locate the time assuming publish times grow along the topic (Apache Pulsar bisects
-over the entries). Readers still filter each entry on its own publish time, so a topic whose
-producers' clocks disagree loses nothing inside the range that is read.
+Both assume publish times grow along the topic (Apache Pulsar bisects over the entries too).
+Readers still filter each entry on its own publish time, so a topic whose producers' clocks
+disagree loses nothing inside the range that is read.
 """
 
 from __future__ import annotations
@@ -38,6 +44,38 @@ def first_published_at(
     or None when every entry up to ``last`` (the partition's last entry) was published before."""
     if _publish_time(lookup, topic, last, settings) < millis:
         return None
+    found = _bisect_last_ledger(lookup, topic, last, millis, settings)
+    if found is not None:
+        return found
+    return _seek(lookup, topic, last, millis, settings)
+
+
+def _bisect_last_ledger(
+    lookup: Lookup, topic: str, last: MessageId, millis: int, settings: ReaderSettings
+) -> MessageId | None:
+    """The answer when it lies in ``last``'s ledger after its first entry, else None.
+
+    ``last`` was published at or after ``millis``."""
+
+    def entry(entry_id: int) -> MessageId:
+        return MessageId(last.ledger_id, entry_id, -1, last.partition)
+
+    if last.entry_id == 0 or _publish_time(lookup, topic, entry(0), settings) >= millis:
+        return None
+    before, at_or_after = 0, last.entry_id  # published before millis / at or after it
+    while at_or_after - before > 1:
+        middle = (before + at_or_after) // 2
+        if _publish_time(lookup, topic, entry(middle), settings) < millis:
+            before = middle
+        else:
+            at_or_after = middle
+    return entry(at_or_after)
+
+
+def _seek(
+    lookup: Lookup, topic: str, last: MessageId, millis: int, settings: ReaderSettings
+) -> MessageId:
+    """The answer by the broker's seek by publish time (``last`` is at or after ``millis``)."""
     subscription = new_subscription_name()
     retrier = Retrier(f"seeking {topic} to publish time {millis}", settings.request_timeout)
     seek = True

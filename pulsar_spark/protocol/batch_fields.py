@@ -49,6 +49,28 @@ class BatchFields:
     item_start: Int64Array
     item_length: Int64Array
 
+    def rows(self, start: int, stop: int) -> BatchFields:
+        """The fields of messages ``start`` to ``stop`` (views, not copies)."""
+        first, last = int(self.property_offsets[start]), int(self.property_offsets[stop])
+        return BatchFields(
+            value_start=self.value_start[start:stop],
+            value_length=self.value_length[start:stop],
+            null_value=self.null_value[start:stop],
+            key_start=self.key_start[start:stop],
+            key_length=self.key_length[start:stop],
+            has_key=self.has_key[start:stop],
+            key_b64=self.key_b64[start:stop],
+            null_key=self.null_key[start:stop],
+            event_time=self.event_time[start:stop],
+            sequence_id=self.sequence_id[start:stop],
+            compacted_out=self.compacted_out[start:stop],
+            property_offsets=self.property_offsets[start : stop + 1] - first,
+            name_start=self.name_start[first:last],
+            name_length=self.name_length[first:last],
+            item_start=self.item_start[first:last],
+            item_length=self.item_length[first:last],
+        )
+
 
 def message_key(
     partition_key: str | bytes, present: bool, b64: bool, null_key: bool = False

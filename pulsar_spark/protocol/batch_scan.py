@@ -28,10 +28,13 @@ Only field positions and numbers come out (:class:`BatchFields`); nothing is cop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
 from pulsar_spark.protocol.batch_fields import BatchFields
+from pulsar_spark.protocol.varints import decode_words
 
 _U64 = npt.NDArray[np.uint64]
 _I64 = npt.NDArray[np.int64]
@@ -65,14 +68,6 @@ def _tag_tables() -> tuple[npt.NDArray[np.bool_], _I64, _I64, npt.NDArray[np.boo
 
 
 _MAY_FOLLOW, _STATE_AFTER, _LENGTH_DELIMITED, _OPENING = _tag_tables()
-_HIGH_BITS = np.uint64(0x8080808080808080)
-_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
-_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
-_SQUEEZE = (
-    (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), _ONE),
-    (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), _TWO),
-    (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), _FOUR),
-)
 
 
 class _Bytes:
@@ -93,31 +88,32 @@ class _Bytes:
             return first.astype(np.uint64), 1
         last = self.size - 8
         if at.max() <= last:
-            return _decode_words(self.u64[at])
+            return decode_words(self.u64[at])
         # Some begin within the last eight bytes: shift the last word into place for them.
         word_at = np.minimum(at, last)
         past = np.minimum(at, self.size) - word_at
-        return _decode_words(self.u64[word_at] >> (past * 8).astype(np.uint64))
-
-
-def _decode_words(words: _U64) -> tuple[_U64, _I64]:
-    """The varint at the start of each word, and its length (0 when over eight bytes)."""
-    ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear
-    lowest = ends & (~ends + _ONE)
-    kept = words & ((lowest << _ONE) - _ONE) & _LOW_BITS
-    for low, high, shift in _SQUEEZE:  # 7-bit groups into 14, 28, then 56 contiguous bits
-        kept = (kept & low) | ((kept & high) >> shift)
-    lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
-    return kept, lengths
+        return decode_words(self.u64[word_at] >> (past * 8).astype(np.uint64))
 
 
 def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | None:
     """The fields of the ``count`` records in ``data``, or None to leave them to the walk."""
+    found = scan_batches(data, [len(data)], [count], [base_sequence])
+    return None if found is None else found[0]
+
+
+def scan_batches(
+    data: bytes, sizes: Sequence[int], counts: Sequence[int], base_sequences: Sequence[int]
+) -> list[BatchFields] | None:
+    """The fields of several batches laid end to end in ``data`` (batch k: ``sizes[k]`` bytes,
+    ``counts[k]`` records, the batch's sequence id ``base_sequences[k]``), in one scan whose
+    fixed cost is paid once; positions are into ``data``. None when any of them is left to the
+    walk (then each can be scanned alone)."""
+    total = sum(counts)
     if len(data) < 8:
         return None
     raw = _Bytes(data)
     starts = _candidates(raw)
-    if len(starts) < count:
+    if len(starts) < total:
         return None
     smm_end = starts + 4 + ((raw.u8[starts + 2].astype(np.int64) << 8) | raw.u8[starts + 3])
     fields = _read_smms(raw, starts + 4, smm_end)
@@ -125,19 +121,26 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         return None
     table = _FieldTable(fields, len(starts))
     payload_size = table.number(_PAYLOAD_SIZE)
-    chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, count)
+    chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, total)
     if chain is None:
         return None
+    firsts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=firsts[1:])
+    if len(counts) > 1:
+        # The chain crossed every boundary between batches: at the record each batch counts?
+        boundaries = np.cumsum(np.array(sizes[:-1], dtype=np.int64))
+        if not np.array_equal(starts[chain][firsts[1:]], boundaries):
+            return None
     pairs = _pairs(raw, fields, chain, len(starts))
     if pairs is None:
         return None
     offsets, name_start, name_length, item_start, item_length = pairs
-    sequence_id = np.where(
-        table.has(_SEQUENCE_ID)[chain],
-        table.number(_SEQUENCE_ID)[chain],
-        (np.arange(count, dtype=np.uint64) + np.uint64(base_sequence)).view(np.int64),
+    # Where a record has no sequence id of its own: its batch's, plus its index in the batch.
+    default = np.arange(total, dtype=np.uint64) + np.repeat(
+        np.array(base_sequences, dtype=np.uint64) - firsts.astype(np.uint64),
+        np.array(counts, dtype=np.int64),
     )
-    return BatchFields(
+    whole = BatchFields(
         value_start=smm_end[chain],
         value_length=payload_size[chain],
         null_value=table.flag(_NULL_VALUE)[chain],
@@ -147,7 +150,11 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         key_b64=table.flag(_KEY_B64)[chain],
         null_key=table.flag(_NULL_KEY)[chain],
         event_time=table.number(_EVENT_TIME)[chain],
-        sequence_id=sequence_id,
+        sequence_id=np.where(
+            table.has(_SEQUENCE_ID)[chain],
+            table.number(_SEQUENCE_ID)[chain],
+            default.view(np.int64),
+        ),
         compacted_out=table.flag(_COMPACTED_OUT)[chain],
         property_offsets=offsets,
         name_start=name_start,
@@ -155,6 +162,12 @@ def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | Non
         item_start=item_start,
         item_length=item_length,
     )
+    if len(counts) == 1:
+        return [whole]
+    return [
+        whole.rows(int(first), int(first) + count)
+        for first, count in zip(firsts, counts, strict=True)
+    ]
 
 
 def _candidates(raw: _Bytes) -> _I64:

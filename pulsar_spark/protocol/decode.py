@@ -18,12 +18,18 @@ Three decoders read batches, fastest first; each either gives the exact result o
 - :mod:`batch_walk`: the reference, one record after the other, for small batches and for
   what the others decline.
 
-Values, keys and properties point into the payload (:class:`Spans`); nothing is copied here.
+:func:`decode_entries` decodes several entries at once: the batches the uniform path does not
+take are laid end to end and scanned together, so that the scan's fixed cost (about 0.2 ms) is
+paid once for all of them; if that scan declines, each is scanned or walked alone.
+
+Values, keys and properties point into the payload (:class:`Spans`), or into the batches laid
+end to end; nothing else is copied here.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -31,7 +37,7 @@ from google.protobuf.message import DecodeError
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import message_key, to_columns
-from pulsar_spark.protocol.batch_scan import scan_batch
+from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 from pulsar_spark.protocol.single_runs import single
@@ -63,14 +69,52 @@ def is_batch(metadata: pb.MessageMetadata) -> bool:
 
 def decode_entry(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
     """Decode one entry whose payload is already decompressed (and reassembled, if chunked)."""
-    if not is_batch(metadata):
-        return single(info, metadata, payload)
+    return decode_entries([(info, metadata, payload)])[0]
+
+
+Entry = tuple[EntryInfo, pb.MessageMetadata, bytes]
+"""An entry to decode: its info, metadata and decompressed payload."""
+
+
+def decode_entries(entries: Sequence[Entry]) -> list[MessageColumns]:
+    """Decode several entries, in order. The batches the uniform path does not take are
+    scanned together (:func:`~pulsar_spark.protocol.batch_scan.scan_batches`): the scan's
+    fixed cost is paid once for all of them."""
+    decoded: list[MessageColumns | None] = []
+    scanned: list[Entry] = []
+    for info, metadata, payload in entries:
+        if not is_batch(metadata):
+            decoded.append(single(info, metadata, payload))
+            continue
+        count = metadata.num_messages_in_batch
+        if count <= 0:
+            raise CorruptPayloadError(f"batch announces {count} messages")
+        fast = _uniform_batch(info, metadata, payload, count)
+        decoded.append(fast)
+        if fast is None:
+            scanned.append((info, metadata, payload))
+    found = iter(_scan(scanned))
+    return [next(found) if columns is None else columns for columns in decoded]
+
+
+def _scan(entries: Sequence[Entry]) -> list[MessageColumns]:
+    """Batches decoded by one scan of them all, else each by its own scan or walk."""
+    counts = [metadata.num_messages_in_batch for _, metadata, _ in entries]
+    if len(entries) > 1 and sum(counts) >= SCAN_MIN_MESSAGES:
+        data = b"".join(payload for _, _, payload in entries)
+        sizes = [len(payload) for _, _, payload in entries]
+        bases = [metadata.sequence_id for _, metadata, _ in entries]
+        found = scan_batches(data, sizes, counts, bases)
+        if found is not None:
+            return [
+                to_columns(info, data, fields)
+                for (info, _, _), fields in zip(entries, found, strict=True)
+            ]
+    return [_scan_one(*entry) for entry in entries]
+
+
+def _scan_one(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
     count = metadata.num_messages_in_batch
-    if count <= 0:
-        raise CorruptPayloadError(f"batch announces {count} messages")
-    fast = _uniform_batch(info, metadata, payload, count)
-    if fast is not None:
-        return fast
     fields = (
         scan_batch(payload, count, metadata.sequence_id) if count >= SCAN_MIN_MESSAGES else None
     )

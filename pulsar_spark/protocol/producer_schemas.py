@@ -4,7 +4,8 @@ A value schema is a type with, for Avro and Json, the Avro schema JSON as its da
 the primitive types). The broker keeps it under the topic's name (``tenant/namespace/topic``).
 
 A KEY_VALUE schema with the SEPARATED encoding (the key travels as the message key, the value
-as the payload) carries both schemas, as Java's ``KeyValueSchemaInfo`` lays them out:
+as the payload) carries both schemas, as Java's ``KeyValueSchemaInfo`` lays them out (the
+layout itself is :mod:`pulsar_spark.protocol.key_value`'s):
 
 - ``schema_data``: the key schema's data, then the value schema's, each preceded by its
   length as a 4-byte big-endian signed integer;
@@ -17,32 +18,15 @@ as the payload) carries both schemas, as Java's ``KeyValueSchemaInfo`` lays them
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.key_value import java_type_name, join_key_value
 from pulsar_spark.topic import TopicName
 
 SchemaType = pb.Schema.Type
 
-# pb.Schema.Type -> the name Java's SchemaType gives it (in KEY_VALUE properties).
-JAVA_TYPE_NAMES: dict[int, str] = {
-    SchemaType.Value("None"): "BYTES",
-    SchemaType.Value("String"): "STRING",
-    SchemaType.Value("Json"): "JSON",
-    SchemaType.Value("Avro"): "AVRO",
-    SchemaType.Value("Bool"): "BOOLEAN",
-    SchemaType.Value("Int8"): "INT8",
-    SchemaType.Value("Int16"): "INT16",
-    SchemaType.Value("Int32"): "INT32",
-    SchemaType.Value("Int64"): "INT64",
-    SchemaType.Value("Float"): "FLOAT",
-    SchemaType.Value("Double"): "DOUBLE",
-}
-
 SEPARATED = "SEPARATED"
-
-_LENGTH = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +39,7 @@ class SchemaParts:
 
     @property
     def java_type_name(self) -> str:
-        return JAVA_TYPE_NAMES[self.type]
+        return java_type_name(self.type)
 
 
 def producer_schema(topic: str, parts: SchemaParts) -> pb.Schema:
@@ -70,7 +54,7 @@ def producer_schema(topic: str, parts: SchemaParts) -> pb.Schema:
 
 def key_value_schema(topic: str, key: SchemaParts, value: SchemaParts) -> pb.Schema:
     """A KEY_VALUE schema, SEPARATED encoding, of ``key`` and ``value`` (see the module)."""
-    data = b"".join(_LENGTH.pack(len(part.data)) + part.data for part in (key, value))
+    data = join_key_value(key.data, value.data)
     properties: list[tuple[str, str]] = []
     for prefix, part in (("key", key), ("value", value)):
         properties += [
@@ -81,14 +65,6 @@ def key_value_schema(topic: str, key: SchemaParts, value: SchemaParts) -> pb.Sch
     properties.append(("kv.encoding.type", SEPARATED))
     parts = SchemaParts(SchemaType.Value("KeyValue"), data, tuple(properties))
     return producer_schema(topic, parts)
-
-
-def split_key_value_data(data: bytes) -> tuple[bytes, bytes]:
-    """The key and the value schema data of a KEY_VALUE schema's ``schema_data``."""
-    (key_size,) = _LENGTH.unpack_from(data, 0)
-    key = data[4 : 4 + key_size]
-    (value_size,) = _LENGTH.unpack_from(data, 4 + key_size)
-    return key, data[8 + key_size : 8 + key_size + value_size]
 
 
 def schema_name(topic: str) -> str:

@@ -35,7 +35,12 @@ class SchemaInfo:
     @property
     def type_name(self) -> str:
         """The type as the wire names it: ``Avro``, ``Json``, ``String``, ``Int64``..."""
-        return _NAMES.get(self.type, f"type {self.type}")
+        return type_name(self.type)
+
+
+def type_name(kind: int) -> str:
+    """A pb.Schema.Type value as the wire names it."""
+    return _NAMES.get(kind, f"type {kind}")
 
 
 def schema_from_response(response: pb.CommandGetSchemaResponse, topic: str) -> SchemaInfo | None:

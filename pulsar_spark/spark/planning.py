@@ -84,7 +84,7 @@ def make_lookup(client: ClientSettings, pool: ConnectionPool | None = None) -> L
 def resolve_partitions(lookup: Lookup, selection: TopicSelection) -> list[PartitionRef]:
     """Every topic-partition the selection names, in a stable order."""
     topics = (
-        list(selection.names) if selection.pattern is None else _match_pattern(lookup, selection)
+        list(selection.names) if selection.pattern is None else match_pattern(lookup, selection)
     )
     refs: dict[str, PartitionRef] = {}
     for topic in topics:
@@ -105,7 +105,8 @@ def _partitions_of(lookup: Lookup, topic: str) -> list[PartitionRef]:
     return [PartitionRef(topic, i, name.partition(i)) for i in range(count)]
 
 
-def _match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:
+def match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:
+    """The topics (partitioned topics by their own name) of a ``topicsPattern`` selection."""
     assert selection.pattern is not None and selection.pattern_namespace is not None
     regex = re.compile(selection.pattern)
     names = lookup.topics_of_namespace(selection.pattern_namespace)

@@ -1,11 +1,14 @@
 """The ``value`` column's type: the topic's schema, fetched when the DataFrame is defined.
 
 With ``valueFormat`` ``auto`` the driver asks the broker for the latest schema of every topic
-read; the ``value`` column follows it (see :mod:`pulsar_spark.arrow.values`). Topics without
-a schema, with a schema that has no Spark mapping (Protobuf, KeyValue, ...), and topics chosen
-by ``topicsPattern`` are read as bytes. Topics with different schemas are refused: one column
-has one type. Executors decode with the schema fixed here, each message resolved from the
-version it was written with.
+read; the ``value`` column follows it (see :mod:`pulsar_spark.arrow.values`), and for a
+KeyValue schema the ``key`` column too (:mod:`pulsar_spark.arrow.key_values`). Topics without
+a schema and with a schema that has no Spark mapping (Protobuf, ...) are read as bytes.
+``topicsPattern`` is resolved to the topics it matches now, on the driver, and those follow
+the same rule as ``topics``: topics with different schemas are refused, one column has one
+type. Topics that match later (a stream sees them when it plans a micro-batch) are decoded
+with the schema fixed here too. Executors decode with that schema, each message resolved from
+the version it was written with.
 
 A broker that cannot be asked when the DataFrame is defined (unreachable, credentials refused)
 leaves ``value`` as bytes, with a warning: the read then fails on its own when it connects,
@@ -20,12 +23,14 @@ import logging
 
 from pyspark.sql.types import BinaryType, StructType
 
+from pulsar_spark.arrow.key_values import KeyValueDecoder, RowDecoder
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.schema import fetch_schema
+from pulsar_spark.client.schema import fetch_schema, keeps_schemas
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
-from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.planning import make_lookup, match_pattern
 from pulsar_spark.spark.read_options import ReadOptions
 
 log = logging.getLogger(__name__)
@@ -33,7 +38,7 @@ log = logging.getLogger(__name__)
 
 def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
     """The schema the ``value`` column follows; None for bytes."""
-    if options.value_format == "raw" or not options.topics.names:
+    if options.value_format == "raw":
         return None
     try:
         found = _fetch_all(options)
@@ -42,7 +47,9 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
     except PulsarSparkError as exc:
         log.warning("could not fetch the topics' schemas, so value is read as bytes: %s", exc)
         return None
-    if len({None if info is None else (info.type, info.data) for info in found.values()}) > 1:
+    if not found:  # a pattern that matches nothing yet, or a broker without schemas
+        return None
+    if len({_identity(info) for info in found.values()}) > 1:
         listed = "; ".join(f"{topic}: {_describe(info)}" for topic, info in found.items())
         raise SchemaError(
             f"the topics have different schemas ({listed}); the value column has one type, so "
@@ -54,8 +61,16 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
 
 def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:
     lookup = make_lookup(options.client)
+    topics = list(options.topics.names)
+    if options.topics.pattern is not None:
+        if not keeps_schemas(lookup.service_connection().server_version):
+            return {}  # pulsar-lite: no schemas, and no answer to a listing either
+        topics = lookup.retrying(
+            lambda: match_pattern(lookup, options.topics),
+            f"listing the topics matching {options.topics.pattern}",
+        )
     found: dict[str, SchemaInfo | None] = {}
-    for topic in options.topics.names:
+    for topic in topics:
         fetch = functools.partial(fetch_schema, lookup, topic)
         found[topic] = lookup.retrying(fetch, f"fetching the schema of {topic}")
     return found
@@ -71,18 +86,35 @@ def with_value_schema(
     return dataclasses.replace(options, value_schema=resolved)
 
 
-def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> ValueDecoder | None:
-    """The executor's decoder for one topic's values (schema versions asked of ``lookup``)."""
+def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> RowDecoder | None:
+    """The executor's decoder for one topic's values, and keys of a KeyValue topic (schema
+    versions asked of ``lookup``)."""
     if schema is None:
         return None
 
-    def writer_schema(version: bytes) -> bytes | None:
-        info = lookup.retrying(
+    def writer_info(version: bytes) -> SchemaInfo | None:
+        return lookup.retrying(
             lambda: fetch_schema(lookup, topic, version), f"fetching a schema of {topic}"
         )
+
+    def writer_schema(version: bytes) -> bytes | None:
+        info = writer_info(version)
         return None if info is None else info.data
 
-    return ValueDecoder(dataclasses.replace(schema, topic=topic), writer_schema)
+    schema = dataclasses.replace(schema, topic=topic)
+    if schema.key is not None:
+        return KeyValueDecoder(schema, writer_info)
+    return ValueDecoder(schema, writer_schema)
+
+
+def _identity(info: SchemaInfo | None) -> tuple[object, ...] | None:
+    """What two topics' schemas must share to be read as one: type and data, and for a
+    KeyValue schema its properties too (they name the halves' types and the encoding)."""
+    if info is None:
+        return None
+    if info.type == pb.Schema.Type.Value("KeyValue"):
+        return info.type, info.data, tuple(sorted(info.properties))
+    return info.type, info.data
 
 
 def _describe(info: SchemaInfo | None) -> str:

@@ -10,6 +10,7 @@ and ``StringSchema``; Spark reads through the proxy.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import logging
 import socket
 from collections.abc import Callable
@@ -26,43 +27,31 @@ from pulsar.schema import (
     Double,
     JsonSchema,
     Long,
+    ProtobufNativeSchema,
     Record,
     String,
     StringSchema,
 )
 from pyspark.sql import SparkSession
-from support.schemas import EVOLVED, avro_bytes
+from support import protobuf_messages as proto
+from support.schemas import (
+    EVOLVED,
+    READING,
+    Half,
+    avro_bytes,
+    key_value_layout,
+    key_value_schema,
+)
 from support.topics import full
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.local import LocalBroker
+from pulsar_spark.protocol import pb
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-READING: dict[str, Any] = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "test",
-    "fields": [
-        {"name": "name", "type": "string"},
-        {"name": "count", "type": "long"},
-        {"name": "ratio", "type": "double"},
-        {"name": "ok", "type": "boolean"},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {
-            "name": "place",
-            "type": {
-                "type": "record",
-                "name": "Place",
-                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "long"}],
-            },
-        },
-    ],
-}
 AT = dt.datetime(2026, 3, 1, 12, 30, 45, 123000, tzinfo=dt.UTC)
 READINGS = [
     {
@@ -334,3 +323,263 @@ def test_pulsar_lite_is_not_asked_for_schemas(
     finally:
         lite.close()
     assert lite_answers.schema_requests == 0
+
+
+DATES_AND_TIMES: list[tuple[str, str, list[tuple[str, Any]]]] = [
+    (
+        "Date",
+        "date",
+        [("0000019ca9613183", dt.date(2026, 3, 1)), ("ffffffffffffffff", dt.date(1969, 12, 31))],
+    ),
+    (
+        "Time",
+        "time(6)",
+        [
+            ("0000019ca9613183", dt.time(12, 30, 45, 123000)),
+            ("ffffffffffffffff", dt.time(23, 59, 59, 999000)),
+        ],
+    ),
+    (
+        "Timestamp",
+        "timestamp",
+        [
+            ("0000019ca9613183", AT),
+            ("ffffffffffffffff", dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)),
+        ],
+    ),
+    (
+        "Instant",
+        "timestamp",
+        [("0000000069a43175075bcd15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=dt.UTC))],
+    ),
+    (
+        "LocalDate",
+        "date",
+        [("0000000000005021", dt.date(2026, 3, 1)), ("fffffffffff506c6", dt.date(1, 1, 1))],
+    ),
+    ("LocalTime", "time(6)", [("000029327b04bf79", dt.time(12, 34, 56, 789012))]),
+    (
+        "LocalDateTime",
+        "timestamp_ntz",
+        [("0000000000005021000028f7e2951f15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456))],
+    ),
+]
+"""Each date and time schema with payloads as Java's schema classes write them (see the unit
+tests for the layouts) and the Spark value each reads as."""
+
+
+def test_date_and_time_schemas_read_typed(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """The official Python client has none of these schemas, so each topic's schema is
+    registered with the proxy as a Java producer would register it, and the payloads are
+    produced as bytes."""
+    proxy, answers, client = proxied
+    for kind, ddl, cases in DATES_AND_TIMES:
+        name = f"{topic}-{kind.lower()}"
+        answers.schemas[name] = [
+            pb.Schema(name=kind, type=pb.Schema.Type.Value(kind), schema_data=b"")
+        ]
+        producer = client.create_producer(name, batching_enabled=False)
+        for raw, _ in cases:
+            producer.send(bytes.fromhex(raw))
+        producer.send(None)  # a null value
+        producer.close()
+        df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", name)
+        assert df.load().schema["value"].dataType.simpleString() == ddl
+        values = [row["value"] for row in _read(spark, proxy.url, name)]
+        if ddl == "timestamp":
+            values = [None if v is None else _utc(spark_time(spark, v)) for v in values]
+        assert values == [*(value for _, value in cases), None], kind
+
+
+KEY_RECORD: dict[str, Any] = {
+    "type": "record",
+    "name": "Key",
+    "namespace": "test",
+    "fields": [{"name": "id", "type": "long"}, {"name": "region", "type": "string"}],
+}
+KEYS = [{"id": 1, "region": "eu"}, {"id": -2, "region": "ap"}, None, {"id": 4, "region": ""}]
+"""Keys of four messages: the third without a key; the fourth goes with a null value."""
+
+
+def _readings(spark: SparkSession, values: list[Any]) -> list[Any]:
+    return [None if v is None else dict(v, at=_utc(spark_time(spark, v["at"]))) for v in values]
+
+
+def test_key_value_inline_from_the_official_client(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """The official Python client cannot produce with a KeyValue schema (it has no
+    KeyValueSchema, and its C++ core refuses a KEY_VALUE schema without the
+    ``kv.encoding.type`` property, which Python cannot set): the topic's schema is registered
+    as Java's ``Schema.KeyValue(Schema.AVRO(Key), Schema.AVRO(Reading), INLINE)`` registers
+    it, and the official producer sends INLINE payloads as bytes."""
+    proxy, answers, client = proxied
+    schema = key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
+    answers.schemas[topic] = [schema]
+    values = [READINGS[0], READINGS[1], READINGS[0], None]
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key, value in zip(KEYS, values, strict=True):
+        producer.send(
+            key_value_layout(
+                None if key is None else avro_bytes(key, KEY_RECORD),
+                None if value is None else avro_bytes(value, READING),
+            )
+        )
+    producer.close()
+
+    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    loaded = df.load().schema
+    assert loaded["key"].dataType.simpleString() == "struct<id:bigint,region:string>"
+    assert loaded["value"].dataType.simpleString().startswith("struct<name:string,count:bigint,")
+    rows = _read(spark, proxy.url, topic)
+    assert [row["key"] for row in rows] == KEYS
+    assert _readings(spark, [row["value"] for row in rows]) == values
+
+    raw = _read(spark, proxy.url, topic, valueFormat="raw")
+    assert [row["key"] for row in raw] == [None] * 4
+    assert raw[2]["value"] == key_value_layout(None, avro_bytes(READINGS[0], READING))
+    assert raw[3]["value"] == key_value_layout(avro_bytes(KEYS[3], KEY_RECORD), None)
+
+
+def test_key_value_separated_keys_are_message_keys(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """SEPARATED: Java producers send the encoded key as a base64 message key (with
+    ``partition_key_b64_encoded``), as the connector's writer sends a binary ``key``; a Python
+    producer sends a String key as plain text. Both read as the key schema's type."""
+    proxy, answers, client = proxied
+    answers.schemas[topic] = [
+        key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "SEPARATED")
+    ]
+    values = [READINGS[0], READINGS[1], READINGS[1], None]
+    written = spark.createDataFrame(
+        [
+            (
+                None if key is None else avro_bytes(key, KEY_RECORD),
+                None if value is None else avro_bytes(value, READING),
+            )
+            for key, value in zip(KEYS, values, strict=True)
+        ],
+        "key binary, value binary",
+    ).coalesce(1)
+    written.write.mode("append").format("pulsar").option("service.url", proxy.url).option(
+        "topic", topic
+    ).save()
+    rows = _read(spark, proxy.url, topic)
+    assert [row["key"] for row in rows] == KEYS
+    assert _readings(spark, [row["value"] for row in rows]) == values
+
+    # The same two schemas INLINE: the same schema data, so only the properties tell them apart.
+    inline = topic + "-inline"
+    answers.schemas[inline] = [
+        key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
+    ]
+    assert answers.schemas[inline][0].schema_data == answers.schemas[topic][0].schema_data
+    both = spark.read.format("pulsar").option("service.url", proxy.url)
+    with pytest.raises(Exception, match="different schemas"):
+        both.option("topics", f"{topic},{inline}").load()
+
+    strings = topic + "-strings"
+    answers.schemas[strings] = [
+        key_value_schema(Half("STRING", "String"), Half.avro(EVOLVED[0]), "SEPARATED")
+    ]
+    producer = client.create_producer(strings, batching_enabled=False)
+    producer.send(avro_bytes({"id": 1}, EVOLVED[0]), partition_key="clé")
+    producer.send(avro_bytes({"id": 2}, EVOLVED[0]))
+    producer.close()
+    rows = _read(spark, proxy.url, strings)
+    assert [(row["key"], row["value"]) for row in rows] == [("clé", {"id": 1}), (None, {"id": 2})]
+
+
+def test_topics_pattern_reads_typed_under_the_one_schema_rule(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    """The pattern is resolved on the driver (GetTopicsOfNamespace, answered by the proxy as an
+    Apache broker lists its topics); the topics it matches must share one schema."""
+    proxy, _, client = proxied
+    schema = AvroSchema(None, schema_definition=EVOLVED[2])
+    _publish(client, topic + "-pa", schema, [{"id": 1, "label": "a"}])
+    _publish(client, topic + "-pb", schema, [{"id": 2, "label": "b"}, {"id": 3, "label": "c"}])
+    _publish(client, topic + "-other", StringSchema(), ["not matched"])
+    pattern = topic.rpartition("/")[2] + "-p.*"
+    reader = spark.read.format("pulsar").option("service.url", proxy.url)
+    df = reader.option("topicsPattern", pattern).load()
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,label:string>"
+    rows = df.orderBy("value.id").collect()
+    assert [(row.topic, row.value.asDict()) for row in rows] == [
+        (topic + "-pa", {"id": 1, "label": "a"}),
+        (topic + "-pb", {"id": 2, "label": "b"}),
+        (topic + "-pb", {"id": 3, "label": "c"}),
+    ]
+
+    _publish(client, topic + "-pc", StringSchema(), ["c"])
+    with pytest.raises(Exception, match="different schemas") as refused:
+        reader.option("topicsPattern", pattern).load()
+    assert f"{topic}-pc: String version 0" in str(refused.value)
+    raw = reader.option("topicsPattern", pattern).option("valueFormat", "raw").load()
+    assert sorted(row.value for row in raw.collect()) == sorted(
+        [
+            avro_bytes({"id": 1, "label": "a"}, EVOLVED[2]),
+            avro_bytes({"id": 2, "label": "b"}, EVOLVED[2]),
+            avro_bytes({"id": 3, "label": "c"}, EVOLVED[2]),
+            b"c",
+        ]
+    )
+
+
+def test_protobuf_native_from_the_official_client(
+    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+) -> None:
+    proxy, answers, client = proxied
+    messages = [
+        proto.Reading(
+            name="a",
+            count=-(2**40),
+            note="n",
+            tags=["x"],
+            counts={"k": 7},
+            color=1,
+            place=proto.Place(city="Oslo", zip=150),
+            places=[proto.Place(city="Lima")],
+            big=2**64 - 1,
+        ),
+        proto.Reading(),
+    ]
+    _publish(client, topic, ProtobufNativeSchema(proto.Reading), messages)
+    (registered,) = answers.schemas[topic]
+    assert registered.type == pb.Schema.Type.Value("ProtobufNative")
+
+    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    assert df.load().schema["value"].dataType.simpleString() == proto.READING_SPARK
+    full, empty = (row["value"] for row in _read(spark, proxy.url, topic))
+    assert full == {
+        "name": "a",
+        "count": -(2**40),
+        "ratio": 0.0,
+        "ok": False,
+        "note": "n",
+        "tags": ["x"],
+        "counts": {"k": 7},
+        "color": "BLUE",
+        "place": {"city": "Oslo", "zip": 150},
+        "places": [{"city": "Lima", "zip": 0}],
+        "blob": b"",
+        "big": decimal.Decimal(2**64 - 1),
+        "small": 0,
+        "ratio32": 0.0,
+        "unsigned": 0,
+    }
+    assert empty == dict(
+        full,
+        name="",
+        count=0,
+        note=None,
+        tags=[],
+        counts={},
+        color="RED",
+        place=None,
+        places=[],
+        big=decimal.Decimal(0),
+    )

@@ -7,6 +7,7 @@ of field order, over 64 KiB, numbers over 2**56, corrupt bytes) it must decline,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import random
 import struct
 
@@ -27,9 +28,10 @@ from support.decoding import (
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import BatchFields
-from pulsar_spark.protocol.batch_scan import scan_batch
+from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import walk_batch
-from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, decode_entry
+from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, decode_entries, decode_entry
+from pulsar_spark.protocol.messages import EntryInfo
 
 TEXT = "abcdefghijklmnopqrstuvwxyzé鍵🔑 "
 
@@ -203,3 +205,75 @@ def test_every_message_with_the_same_number_of_properties() -> None:
     assert properties_of(columns) == [
         (("a", f"x{i}"), ("bb", "y" * i)) for i in range(SCAN_MIN_MESSAGES)
     ]
+
+
+# --- several batches in one scan -----------------------------------------------------------
+
+
+def group(
+    seeds_and_counts: list[tuple[int, int]],
+) -> list[tuple[EntryInfo, pb.MessageMetadata, bytes]]:
+    """Entries of random batches, each with its own entry id and batch sequence id."""
+    return [
+        (
+            dataclasses.replace(INFO, entry_id=INFO.entry_id + n),
+            outer(num_messages_in_batch=count, sequence_id=1000 * (n + 1)),
+            random_batch(seed, count),
+        )
+        for n, (seed, count) in enumerate(seeds_and_counts)
+    ]
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [(1, 60), (2, 60), (3, 60)],
+        [(4, 1), (5, 2), (6, SCAN_MIN_MESSAGES), (7, 3)],  # small batches: scanned only together
+        [(8, 200), (9, 5), (10, 120), (11, 1), (12, 64), (13, 64), (14, 9), (15, 90)],
+    ],
+)
+def test_batches_scanned_together_decode_as_each_alone(sizes: list[tuple[int, int]]) -> None:
+    entries = group(sizes)
+    together = decode_entries(entries)
+    assert [c.entry for c in together] == [info for info, _, _ in entries]
+    for columns, entry in zip(together, entries, strict=True):
+        assert rows(columns) == rows(decode_entry(*entry))
+
+
+def test_scan_batches_reads_each_batch_with_its_own_sequence_ids() -> None:
+    first = batch((smm(payload_size=1), b"a"), (smm(payload_size=2), b"bc"))
+    second = batch((smm(payload_size=1), b"d"), (smm(payload_size=1, sequence_id=5), b"e"))
+    found = scan_batches(first + second, [len(first), len(second)], [2, 2], [100, 2**64 - 1])
+    assert found is not None
+    assert [list(f.sequence_id) for f in found] == [[100, 101], [-1, 5]]
+    # second batch: its second SMM holds a sequence id too (2 more bytes)
+    assert [list(f.value_start) for f in found] == [[6, 13], [len(first) + 6, len(first) + 15]]
+
+
+def test_counts_that_do_not_match_the_batches_are_not_scanned_together() -> None:
+    first, second = random_batch(21, 60), random_batch(22, 60)
+    sizes = [len(first), len(second)]
+    # the same 120 records, but the first batch said to hold 59 and the second 61
+    assert scan_batches(first + second, sizes, [59, 61], [0, 0]) is None
+    assert scan_batches(first + second, sizes, [60, 60], [0, 0]) is not None
+
+
+def test_a_group_with_a_batch_only_the_walk_reads_decodes_each_alone() -> None:
+    entries = group([(31, 60), (32, 60)])
+    # field 3 (payload_size) before field 2 (the key): out of field order, only the walk reads it
+    meta = wire_field(3, 0, wire_varint(1)) + wire_field(2, 2, wire_varint(1) + b"k")
+    odd = struct.pack(">I", len(meta)) + meta + b"x"
+    entries.append((INFO, outer(num_messages_in_batch=1), odd))
+    together = decode_entries(entries)
+    assert rows(together[2]) == [
+        {
+            "batch_index": 0,
+            "value": b"x",
+            "key": b"k",
+            "properties": (),
+            "event_time": 0,
+            "sequence_id": 1000,
+        }
+    ]
+    for columns, entry in zip(together[:2], entries[:2], strict=True):
+        assert rows(columns) == rows(decode_entry(*entry))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.errors import AuthorizationError
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.connection import ClientConnection, Response
@@ -101,3 +103,47 @@ def test_connection_completes_the_request() -> None:
     )
     events = connection.receive_data(encode_command(command))
     assert events == [Response(request_id, command)]
+
+
+# GET_SCHEMA_RESPONSE frames of the date and time schemas: name, type, no data, version.
+DATE_AND_TIME_RESPONSES = {
+    "Date": "000000210000001d08239a02180814220a0a04446174651a00200c2a080000000000000000",
+    "Time": "000000210000001d08239a02180815220a0a0454696d651a00200d2a080000000000000001",
+    "Timestamp": "000000260000002208239a021d0816220f0a0954696d657374616d701a00200e2a08000000000000"
+    "0002",
+    "Instant": "000000240000002008239a021b0817220d0a07496e7374616e741a0020102a080000000000000003",
+    "LocalDate": "000000260000002208239a021d0818220f0a094c6f63616c446174651a0020112a08000000000000"
+    "0004",
+    "LocalTime": "000000260000002208239a021d0819220f0a094c6f63616c54696d651a0020122a08000000000000"
+    "0005",
+}
+# GET_SCHEMA_RESPONSE (version 2): ProtobufNative, data the JSON of a base64 FileDescriptorSet
+# of tiny.proto (proto3, package t, message Tiny { int64 id = 1; }) and the root's names.
+PROTOBUF_NATIVE_RESPONSE = bytes.fromhex(
+    "000000bd000000b908239a02b301081e22a4010a0454696e791a99017b2266696c6544657363726970746f72"
+    "536574223a224369734b436e5270626e6b7563484a76644738534158516945676f4556476c756552494b4367"
+    "4a705a4267424941456f4132494763484a766447387a222c22726f6f744d657373616765547970654e616d65"
+    "223a22742e54696e79222c22726f6f7446696c6544657363726970746f724e616d65223a2274696e792e7072"
+    "6f746f227d20142a080000000000000002"
+)
+
+
+@pytest.mark.parametrize("kind", list(DATE_AND_TIME_RESPONSES))
+def test_date_and_time_responses(kind: str) -> None:
+    info = schema_from_response(_response(bytes.fromhex(DATE_AND_TIME_RESPONSES[kind])), "t")
+    assert info is not None
+    version = list(DATE_AND_TIME_RESPONSES).index(kind)
+    assert (info.type_name, info.name, info.data, info.properties) == (kind, kind, b"", ())
+    assert info.version == version.to_bytes(8, "big")
+
+
+def test_protobuf_native_response() -> None:
+    info = schema_from_response(_response(PROTOBUF_NATIVE_RESPONSE), "t")
+    assert info is not None
+    assert (info.type_name, info.name, info.version) == ("ProtobufNative", "Tiny", bytes(7) + b"\2")
+    assert info.data.startswith(b'{"fileDescriptorSet":"CisKCnRpbnkucHJvdG8SAXQi')
+    schema = ValueSchema.of("t", info)
+    assert schema is not None and schema.spark_type() == "struct<`id`: bigint>"
+    payloads = pa.array([bytes.fromhex("0807"), b"", None], pa.binary())
+    decoded = ValueDecoder(schema, lambda v: None).decode(payloads, [None] * 3)
+    assert decoded.to_pylist() == [{"id": 7}, {"id": 0}, None]

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from support.schemas import EVOLVED, avro_bytes
+from support.schemas import EVOLVED, READING, avro_bytes
 
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.errors import SchemaError
@@ -41,13 +41,7 @@ RECORD: dict[str, Any] = {
     "type": "record",
     "name": "Reading",
     "fields": [
-        {"name": "name", "type": "string"},
-        {"name": "count", "type": "long"},
-        {"name": "ratio", "type": "double"},
-        {"name": "ok", "type": "boolean"},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        *READING["fields"][:7],  # name, count, ratio, ok, note, at, tags
         {"name": "counts", "type": {"type": "map", "values": "long"}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {

@@ -14,12 +14,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types
 
-from pulsar_spark.arrow.avro_columns import encode_avro_column
+from pulsar_spark.arrow.avro_encode import encode_avro_column
 from pulsar_spark.arrow.value_encode import ColumnEncoding
 from pulsar_spark.errors import ConfigurationError, SchemaError
 from pulsar_spark.protocol import commands, compression, pb
 from pulsar_spark.protocol.encode import BatchBuilder, OutgoingMessage, single_message_metadata
-from pulsar_spark.protocol.producer_schemas import split_key_value_data
+from pulsar_spark.protocol.key_value import split_key_value
 from pulsar_spark.spark.avro_types import avro_schema_for, check_fits
 from pulsar_spark.spark.write_schemas import write_schemas
 
@@ -470,7 +470,8 @@ def test_key_value_schema_data_holds_both_avro_schemas() -> None:
     assert schemas is not None
     registered = schemas.producer_schema("persistent://public/default/t")
     assert registered is not None
-    key_data, value_data = split_key_value_data(registered.schema_data)
+    key_data, value_data = split_key_value(registered.schema_data)
+    assert key_data is not None
     assert json.loads(key_data) == {
         "type": "record",
         "name": "topLevelRecord",

@@ -29,12 +29,11 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.errors import SchemaError
+from pulsar_spark.protocol.varints import encode_varints
 
 _Bytes = npt.NDArray[np.uint8]
 _Ints = npt.NDArray[np.int64]
 Pieces = tuple[_Bytes, _Ints]
-
-_VARINT_LIMITS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
 
 
 _SIMPLE = {
@@ -179,20 +178,9 @@ def _fixed(data: _Bytes, width: int, count: int) -> Pieces:
 
 
 def _varints(values: _Ints) -> Pieces:
-    """Zigzag varints of ``values``."""
+    """Zigzag varints of ``values`` (Avro's ints and longs)."""
     values = np.asarray(values, dtype=np.int64)
-    zigzag = ((values << 1) ^ (values >> 63)).view(np.uint64)
-    sizes = 1 + (zigzag[:, None] >= _VARINT_LIMITS[None, :]).sum(axis=1)
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), dtype=np.uint8)
-    starts = offsets[:-1]
-    for index in range(int(sizes.max(initial=0))):
-        rows = sizes > index
-        byte = (zigzag[rows] >> np.uint64(7 * index)) & np.uint64(0x7F)
-        more = (sizes[rows] > index + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[rows] + index] = (byte | more).astype(np.uint8)
-    return out, offsets
+    return encode_varints(((values << 1) ^ (values >> 63)).view(np.uint64))
 
 
 def _blobs(array: pa.Array) -> Pieces:

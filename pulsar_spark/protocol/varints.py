@@ -1,0 +1,56 @@
+"""Base-128 varints decoded many at a time, with numpy.
+
+A protobuf or Avro varint is little-endian groups of 7 bits, each byte's high bit set when
+another byte follows. :func:`decode_words` takes, for each varint, the eight bytes that begin
+it as one little-endian uint64 (a strided view of the buffer gives them without a copy) and
+decodes them all at once with bit operations: the first byte whose high bit is clear ends the
+varint; the bits past it are masked off and the 7-bit groups squeezed together.
+:func:`encode_varints` writes many, laid end to end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+_U64 = npt.NDArray[np.uint64]
+_I64 = npt.NDArray[np.int64]
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
+_SQUEEZE = (
+    (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), _ONE),
+    (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), _TWO),
+    (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), _FOUR),
+)
+
+
+def decode_words(words: _U64) -> tuple[_U64, _I64]:
+    """The varint at the start of each word, and its length (0 when over eight bytes)."""
+    ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear
+    lowest = ends & (~ends + _ONE)
+    kept = words & ((lowest << _ONE) - _ONE) & _LOW_BITS
+    for low, high, shift in _SQUEEZE:  # 7-bit groups into 14, 28, then 56 contiguous bits
+        kept = (kept & low) | ((kept & high) >> shift)
+    lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
+    return kept, lengths
+
+
+_SIZE_LIMITS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
+
+
+def encode_varints(numbers: _U64) -> tuple[npt.NDArray[np.uint8], _I64]:
+    """``numbers`` as varints laid end to end, and where each begins (one more offset than
+    numbers: the last is where the bytes end)."""
+    sizes = 1 + (numbers[:, None] >= _SIZE_LIMITS[None, :]).sum(axis=1)
+    offsets = np.zeros(len(numbers) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    starts = offsets[:-1]
+    for index in range(int(sizes.max(initial=0))):
+        rows = sizes > index
+        group = (numbers[rows] >> np.uint64(7 * index)) & np.uint64(0x7F)
+        more = (sizes[rows] > index + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[rows] + index] = (group | more).astype(np.uint8)
+    return out, offsets
