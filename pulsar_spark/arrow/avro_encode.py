@@ -16,8 +16,7 @@ the unscaled value's minimal two's complement, big-endian.
 :func:`encode_avro_column` returns None for a schema it does not :func:`cover <covers>`
 (enums, fixed, decimals other than bytes of the column's scale, other logical types, named type
 references, unions of other shapes, a record whose fields the column does not have in the same
-order): the caller encodes those row
-by row.
+order): the caller encodes those row by row.
 """
 
 from __future__ import annotations
