@@ -9,14 +9,15 @@ number and, for the rows that are not null, the type's pieces.
 The encoding is Avro's: ints and longs as zigzag varints, floats and doubles as little-endian
 IEEE 754, booleans as one byte, strings and bytes as a varint length and the bytes, arrays and
 maps as one block of items (count, items) and a zero, union branches as varints, records as
-their fields in order. Logical types ``date``, ``timestamp-millis`` / ``-micros`` and
-``local-timestamp-millis`` / ``-micros`` are their underlying int or long, ``decimal`` (as bytes)
-the unscaled value's minimal two's complement, big-endian.
+their fields in order, enums as their symbol's position, fixed as the bytes alone. Logical
+types ``date``, ``timestamp-millis`` / ``-micros`` and ``local-timestamp-millis`` / ``-micros``
+are their underlying int or long, ``decimal`` (as bytes) the unscaled value's minimal two's
+complement, big-endian.
 
 :func:`encode_avro_column` returns None for a schema it does not :func:`cover <covers>`
-(enums, fixed, decimals other than bytes of the column's scale, other logical types, named type
-references, unions of other shapes, a record whose fields the column does not have in the same
-order): the caller encodes those row by row.
+(decimals other than bytes of the column's scale, other logical types, named type references,
+unions of other shapes, a record whose fields the column does not have in the same order): the
+caller encodes those row by row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol.varints import encode_varints
@@ -94,6 +96,8 @@ def covers(schema: Any, data_type: pa.DataType) -> bool:
         return lists and covers(schema["items"], data_type.value_type)
     if kind == "map":
         return pa.types.is_map(data_type) and covers(schema["values"], data_type.item_type)
+    if kind in ("enum", "fixed"):
+        return bool(_SIMPLE["string" if kind == "enum" else "bytes"](data_type))
     return isinstance(kind, (str, list)) and covers(kind, data_type)
 
 
@@ -153,7 +157,31 @@ def _complex(array: pa.Array, schema: dict[str, Any], path: str) -> Pieces:
         keys, values = array.keys.slice(start, stop - start), array.items.slice(start, stop - start)
         entries = [_blobs(keys), _encode(values, schema["values"], f"{path}{{}}")]
         return _blocks(array, _side_by_side(entries, len(keys)))
+    if kind == "enum":
+        return _symbols(array, schema["symbols"], path)
+    if kind == "fixed":
+        return _fixed_bytes(array, int(schema["size"]), path)
     return _encode(array, kind, path)
+
+
+def _symbols(array: pa.Array, symbols: list[str], path: str) -> Pieces:
+    """An enum: each value's position among the symbols."""
+    positions = pc.index_in(array, value_set=pa.array(symbols, pa.string()))
+    if positions.null_count:
+        first = array.filter(positions.is_null())[0].as_py()
+        raise SchemaError(
+            f"{path}: {first!r} is not a symbol of the Avro enum it is written as "
+            f"(its symbols: {', '.join(symbols)})"
+        )
+    return _varints(_as_ints(positions))
+
+
+def _fixed_bytes(array: pa.Array, size: int, path: str) -> Pieces:
+    """A fixed: the bytes alone, each value exactly ``size`` of them."""
+    data, offsets = _blobs_of(array)
+    if np.any(np.diff(offsets) != size):
+        raise SchemaError(f"{path}: a value is not {size} bytes long, as the Avro fixed type says")
+    return data, offsets
 
 
 def _union(array: pa.Array, schema: list[Any], path: str) -> Pieces:
@@ -184,6 +212,12 @@ def _varints(values: _Ints) -> Pieces:
 
 def _blobs(array: pa.Array) -> Pieces:
     """Strings or bytes: each its varint length, then the bytes."""
+    data, offsets = _blobs_of(array)
+    return _side_by_side([_varints(np.diff(offsets)), (data, offsets)], len(array))
+
+
+def _blobs_of(array: pa.Array) -> Pieces:
+    """The bytes of strings or bytes, read in place, and where each begins in them."""
     if not pa.types.is_large_binary(array.type):
         array = array.cast(pa.large_binary())
     _, offset_buffer, data_buffer = array.buffers()
@@ -191,7 +225,7 @@ def _blobs(array: pa.Array) -> Pieces:
         offset_buffer, dtype=np.int64, count=len(array) + 1, offset=array.offset * 8
     )
     data = np.frombuffer(data_buffer if data_buffer is not None else b"", dtype=np.uint8)
-    return _side_by_side([_varints(np.diff(offsets)), (data, offsets)], len(array))
+    return data, offsets
 
 
 def _decimals(array: pa.Array) -> Pieces:

@@ -233,9 +233,9 @@ def test_a_null_where_the_schema_takes_none_names_the_field() -> None:
 
 
 def test_a_row_the_row_encoder_cannot_write_names_the_column() -> None:
-    enum = {"type": "enum", "name": "E", "symbols": ["A"]}
-    schema = {"type": "record", "name": "R", "fields": [{"name": "e", "type": enum}]}
-    column = pa.array([{"e": "B"}], pa.struct([("e", pa.string())]))
+    fields = [{"name": "b", "type": "long"}, {"name": "a", "type": "long"}]
+    schema = {"type": "record", "name": "R", "fields": fields}  # not the column's order
+    column = pa.array([{"a": 1, "b": None}], pa.struct([("a", pa.int64()), ("b", pa.int64())]))
     with pytest.raises(SchemaError, match=r"^column 'value': a row does not fit the Avro schema"):
         ColumnEncoding("avro", schema).encode(column, "column 'value'")
 
@@ -350,6 +350,32 @@ def test_columnar_avro_decimals_take_as_few_bytes_as_java() -> None:
     ]
 
 
+def test_columnar_avro_enums_and_fixed() -> None:
+    enum = {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}
+    fixed = {"type": "fixed", "name": "F", "size": 2}
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "e", "type": ["null", enum]}, {"name": "f", "type": fixed}],
+    }
+    arrow = pa.struct([("e", pa.string()), ("f", pa.binary())])
+    rows = [{"e": "C", "f": b"\x00\x01"}, {"e": None, "f": b"zz"}, {"e": "A", "f": b"ab"}]
+    encoded = encode_avro_column(pa.array(rows, arrow).slice(0), schema, "v")
+    assert encoded is not None
+    assert encoded.to_pylist() == [b"\x02\x04\x00\x01", b"\x00zz", b"\x02\x00ab"]
+    with pytest.raises(SchemaError) as info:
+        encode_avro_column(pa.array([{"e": "D", "f": b"ab"}], arrow), schema, "column 'value'")
+    assert str(info.value) == (
+        "column 'value'.e: 'D' is not a symbol of the Avro enum it is written as (its symbols: "
+        "A, B, C)"
+    )
+    with pytest.raises(SchemaError) as info:
+        encode_avro_column(pa.array([{"e": "A", "f": b"abc"}], arrow), schema, "column 'value'")
+    assert str(info.value) == (
+        "column 'value'.f: a value is not 2 bytes long, as the Avro fixed type says"
+    )
+
+
 def test_columnar_avro_of_a_sliced_column_and_a_top_level_long() -> None:
     column = pa.array([5, None, -3, 64], pa.int64()).slice(1, 3)
     encoded = encode_avro_column(column, "long", "v")
@@ -367,7 +393,7 @@ def test_columnar_avro_leaves_what_it_does_not_cover_to_the_row_encoder() -> Non
     defaulted = {"name": "b", "type": "long", "default": 0}
     for schema in (
         decimal_type,
-        {"type": "enum", "name": "E", "symbols": ["A"]},
+        {"type": "enum", "name": "E", "symbols": ["A"]},  # a long column is no enum
         ["null", "long", "string"],
         {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}, defaulted]},
     ):
