@@ -19,6 +19,7 @@ With neither, and no rewrite, the proxy only pumps bytes.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import ssl
 import struct
@@ -720,6 +721,14 @@ class ApacheAnswers:
       them), so the producer stamps it on every message. :meth:`answer` answers GET_SCHEMA
       from ``schemas`` (the latest, or the version asked for), and a topic without one, or a
       version it does not have, with TopicNotFound "Topic not found or no-schema".
+    - A producer whose schema the topic's kept schemas do not accept is refused, before the
+      broker sees it, with the CommandError an Apache broker sends: IncompatibleSchema. The rule
+      is simpler than Apache's compatibility strategies, and only refuses what they all refuse
+      (but ALWAYS_COMPATIBLE): a schema equal to a kept version is accepted; otherwise it must
+      have the latest version's type, and for Avro and Json the latest version's record name
+      (Avro resolves records only by name). A producer without a schema (or with None, bytes)
+      is accepted, as Apache does unless ``schemaValidationEnforced`` is set. Refusals are
+      counted in ``schemas_refused``.
     - Every topic a producer opens through the proxy (a partition's own name for a partitioned
       topic) is kept in ``topics``; :meth:`answer` answers GET_TOPICS_OF_NAMESPACE with those
       of the namespace asked for, as an Apache broker lists the topics it has (pulsar-lite never
@@ -737,6 +746,7 @@ class ApacheAnswers:
         self.acks: list[pb.CommandAck] = []
         self.schemas: dict[str, list[pb.Schema]] = {}
         self.schema_requests = 0
+        self.schemas_refused = 0
         self.topics: set[str] = set()
         self._producer_versions: dict[int, bytes] = {}
 
@@ -791,6 +801,11 @@ class ApacheAnswers:
         return changed
 
     def answer(self, command: pb.BaseCommand) -> pb.BaseCommand | None:
+        """GET_SCHEMA answered as an Apache broker does (pulsar-lite never answers it), and a
+        PRODUCER with an incompatible schema refused as Apache refuses it."""
+        if command.type == Type.PRODUCER:
+            return self._refuse_incompatible(command.producer)
+
         """GET_SCHEMA and GET_TOPICS_OF_NAMESPACE answered as an Apache broker answers them
         (pulsar-lite answers neither)."""
         if command.type == Type.GET_TOPICS_OF_NAMESPACE:
@@ -811,6 +826,33 @@ class ApacheAnswers:
             response.error_code = pb.TopicNotFound
             response.error_message = "Topic not found or no-schema"
         return pb.BaseCommand(type=Type.GET_SCHEMA_RESPONSE, getSchemaResponse=response)
+
+    def _refuse_incompatible(self, producer: pb.CommandProducer) -> pb.BaseCommand | None:
+        """The CommandError refusing ``producer``'s schema; None when the topic accepts it."""
+        schema = producer.schema
+        if not producer.HasField("schema") or schema.type == pb.Schema.Type.Value("None"):
+            return None
+        versions = self.schemas.get(_schema_topic(producer.topic), [])
+        if not versions or any(
+            (known.type, known.schema_data) == (schema.type, schema.schema_data)
+            for known in versions
+        ):
+            return None
+        latest = versions[-1]
+        if latest.type == schema.type and _record_name(latest) == _record_name(schema):
+            return None
+        self.schemas_refused += 1
+        error = pb.CommandError(
+            request_id=producer.request_id,
+            error=pb.IncompatibleSchema,
+            message=(
+                "org.apache.pulsar.broker.service.schema.exceptions.IncompatibleSchemaException:"
+                f" {pb.Schema.Type.Name(schema.type)} schema {_record_name(schema) or ''} is "
+                f"incompatible with the topic's {pb.Schema.Type.Name(latest.type)} schema "
+                f"{_record_name(latest) or ''}"
+            ),
+        )
+        return pb.BaseCommand(type=Type.ERROR, error=error)
 
     def _topics_of_namespace(self, request: pb.CommandGetTopicsOfNamespace) -> pb.BaseCommand:
         listed = sorted(
@@ -865,6 +907,21 @@ def apache_proxy(
     proxy = BrokerProxy(target, answers, tls=tls, auth=auth, answer=answers.answer)
     answers.url = proxy.url
     return proxy, answers
+
+
+def _record_name(schema: pb.Schema) -> str | None:
+    """The full name of an Avro or Json schema's record (None for other types or schemas)."""
+    if schema.type not in (pb.Schema.Type.Value("Avro"), pb.Schema.Type.Value("Json")):
+        return None
+    try:
+        parsed = json.loads(schema.schema_data)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    name = str(parsed["name"])
+    namespace = parsed.get("namespace")
+    return f"{namespace}.{name}" if namespace and "." not in name else name
 
 
 def _schema_topic(topic: str) -> str:

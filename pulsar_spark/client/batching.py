@@ -63,9 +63,11 @@ class OpenBatch:
         topic: str,
         producer_name: str,
         codec: int,
+        schema_version: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limits = limits
+        self._schema_version = schema_version  # stamped on every batch
         self._topic = topic  # for errors
         self._producer_name = producer_name
         self._codec = codec
@@ -98,7 +100,10 @@ class OpenBatch:
         builder = self._builder
         count, first = builder.count, builder.first_sequence_id
         metadata, payload = builder.build(
-            producer_name=self._producer_name, publish_time=publish_time, codec=self._codec
+            producer_name=self._producer_name,
+            publish_time=publish_time,
+            codec=self._codec,
+            schema_version=self._schema_version,
         )
         size = metadata.ByteSize() + len(payload)
         if size > self.limits.max_entry_size:

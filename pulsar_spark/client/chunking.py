@@ -40,13 +40,18 @@ def unbatched(
     publish_time: int,
     codec: int,
     max_entry_size: int,
+    schema_version: bytes | None = None,
 ) -> Iterator[Sent]:
     """The SENDs of ``message`` sent alone, in order: one, or its chunks.
 
     The chunks are made one at a time, as they are asked for.
     """
     metadata = single_message_metadata(
-        message, producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
+        message,
+        producer_name=producer_name,
+        sequence_id=sequence_id,
+        publish_time=publish_time,
+        schema_version=schema_version,
     )
     value = message.value or b""
     used = codec if value else compression.NONE

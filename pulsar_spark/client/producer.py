@@ -46,6 +46,11 @@ frame in flight, a timeout or a reconnect that gave up makes the producer failed
 is raised by the next :meth:`~Producer.send`, :meth:`~Producer.flush` or
 :meth:`~Producer.close`. A message either gets its receipt or its sender sees an exception.
 
+A producer given a ``schema`` registers it with the topic (CommandProducer's ``schema``) and
+stamps the version the broker answers with on every message, as Java's producer does. A topic
+whose schema does not accept it refuses the producer: :class:`IncompatibleSchemaError`, raised
+by :meth:`Producer.create` before any message is sent and never retried.
+
 One thread sends; receipts are handled on the connection's reader thread.
 """
 
@@ -65,6 +70,7 @@ from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.send_window import SendWindow, Sent
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import (
+    IncompatibleSchemaError,
     LocalProtocolError,
     PulsarSparkError,
     RemoteProtocolError,
@@ -96,9 +102,11 @@ class Producer:
         *,
         initial_sequence_id: int,
         skip_stored: bool,
+        schema: pb.Schema | None = None,
     ) -> None:
         """Wrap a producer the broker has accepted; use :meth:`create` instead."""
         self.topic = topic
+        self._schema = schema
         self._lookup = lookup
         self._settings = settings
         self._connection = opened.connection
@@ -112,7 +120,14 @@ class Producer:
         )
         self.reconnects = 0
         limits = BatchLimits.of(settings, entry_size_limit(opened.connection.max_message_size))
-        self._batch = OpenBatch(limits, topic=topic, producer_name=self._name, codec=settings.codec)
+        self._schema_version = opened.schema_version
+        self._batch = OpenBatch(
+            limits,
+            topic=topic,
+            producer_name=self._name,
+            codec=settings.codec,
+            schema_version=opened.schema_version,
+        )
         # Copies of settings the per-message path reads, one attribute lookup each.
         self._unbatched = not settings.batching
         self._batch_messages = limits.max_messages
@@ -139,6 +154,7 @@ class Producer:
         name: str | None = None,
         initial_sequence_id: int = 0,
         skip_stored: bool = False,
+        schema: pb.Schema | None = None,
     ) -> Producer:
         """Look ``topic`` up, open a producer on its broker and wait until it is ready,
         retrying as a reconnect does.
@@ -147,11 +163,12 @@ class Producer:
         ``-partition-N`` instead). ``name`` should be stable across retries of the same work
         for broker-side deduplication; without one the broker picks a name. ``skip_stored``
         leaves out the messages the broker reports as stored (see the module docstring); it
-        is for producers that number the same messages the same way each time.
+        is for producers that number the same messages the same way each time. ``schema`` is
+        registered with the topic (None: bytes, no schema).
         """
         if initial_sequence_id < 0:
             raise ValueError("initial_sequence_id must be >= 0")
-        opened = _open_retrying(lookup, topic, name)
+        opened = _open_retrying(lookup, topic, name, schema)
         producer = cls(
             lookup,
             topic,
@@ -159,6 +176,7 @@ class Producer:
             opened,
             initial_sequence_id=initial_sequence_id,
             skip_stored=skip_stored,
+            schema=schema,
         )
         opened.connection.register_producer(opened.producer_id, producer)
         return producer
@@ -346,6 +364,7 @@ class Producer:
             publish_time=_now_ms(),
             codec=self._settings.codec,
             max_entry_size=self._batch.limits.max_entry_size,
+            schema_version=self._schema_version,
         ):
             self._write(sent)
 
@@ -443,7 +462,7 @@ class Producer:
             self._connection.unregister_producer(self._producer_id)
             self._outbox, self._outbox_size, self._outbox_messages = [], 0, 0
             try:
-                self._resend(_open(self._lookup, self.topic, self._name))
+                self._resend(_open(self._lookup, self.topic, self._name, self._schema))
             except PulsarSparkError as exc:
                 with self._state:
                     self._lost = exc
@@ -506,38 +525,61 @@ class Producer:
 
 
 class _Opened:
-    """A producer the broker accepted: where, under which id and name, and what it stored."""
+    """A producer the broker accepted: where, under which id and name, what it stored, and the
+    version of its schema (None without one, or from a broker that keeps no schemas)."""
 
-    def __init__(self, connection: Connection, producer_id: int, name: str, last: int) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        producer_id: int,
+        name: str,
+        last: int,
+        schema_version: bytes | None = None,
+    ) -> None:
         self.connection = connection
         self.producer_id = producer_id
         self.name = name
         self.last_sequence_id = last
+        self.schema_version = schema_version
 
 
-def _open(lookup: Lookup, topic: str, name: str | None) -> _Opened:
+def _open(lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None) -> _Opened:
     connection = lookup.connect_to_owner(topic)
     producer_id = connection.new_id()
-    success = connection.request(
-        lambda rid: commands.producer(
-            topic=topic, producer_id=producer_id, request_id=rid, producer_name=name
-        ),
-        what=f"create producer on {topic}",
-        timeout=lookup.timeout,
-    ).producer_success
+    try:
+        success = connection.request(
+            lambda rid: commands.producer(
+                topic=topic,
+                producer_id=producer_id,
+                request_id=rid,
+                producer_name=name,
+                schema=schema,
+            ),
+            what=f"create producer on {topic}",
+            timeout=lookup.timeout,
+        ).producer_success
+    except IncompatibleSchemaError as exc:
+        kind = pb.Schema.Type.Name(schema.type) if schema is not None else "no"
+        raise IncompatibleSchemaError(
+            f"topic {topic} refused the {kind} schema of this write, so nothing was sent to it "
+            f"(the broker said: {exc.server_message})"
+        ) from exc
     confirmed = success.producer_name or name
     if not confirmed:
         raise RemoteProtocolError(
             f"the broker named no producer for {topic} and none was requested"
         )
-    return _Opened(connection, producer_id, confirmed, success.last_sequence_id)
+    version = success.schema_version if schema is not None and success.schema_version else None
+    return _Opened(connection, producer_id, confirmed, success.last_sequence_id, version)
 
 
-def _open_retrying(lookup: Lookup, topic: str, name: str | None) -> _Opened:
+def _open_retrying(
+    lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None
+) -> _Opened:
     retrier = Retrier(f"creating producer {name or '(unnamed)'} on {topic}", lookup.timeout)
     while True:
         try:
-            return _open(lookup, topic, name)
+            return _open(lookup, topic, name, schema)
         except PulsarSparkError as exc:
             retrier.failed(exc)
 

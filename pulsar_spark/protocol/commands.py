@@ -250,8 +250,18 @@ def close_consumer(*, consumer_id: int, request_id: int) -> bytes:
     )
 
 
-def producer(*, topic: str, producer_id: int, request_id: int, producer_name: str | None) -> bytes:
+def producer(
+    *,
+    topic: str,
+    producer_id: int,
+    request_id: int,
+    producer_name: str | None,
+    schema: pb.Schema | None = None,
+) -> bytes:
+    """PRODUCER, registering ``schema`` for the topic when given (none: bytes)."""
     command = pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
+    if schema is not None:
+        command.schema.CopyFrom(schema)
     if producer_name:
         command.producer_name = producer_name
     else:

@@ -170,9 +170,16 @@ class BatchBuilder:
         self.size += len(records)
 
     def build(
-        self, *, producer_name: str, publish_time: int, codec: int
+        self,
+        *,
+        producer_name: str,
+        publish_time: int,
+        codec: int,
+        schema_version: bytes | None = None,
     ) -> tuple[pb.MessageMetadata, bytes]:
-        """The batch's MessageMetadata and (compressed) payload; the builder is then empty."""
+        """The batch's MessageMetadata and (compressed) payload; the builder is then empty.
+
+        ``schema_version`` is the version the broker gave the producer's schema, if any."""
         if not self.count:
             raise LocalProtocolError("cannot build an empty batch")
         raw = b"".join(self._parts)
@@ -188,6 +195,8 @@ class BatchBuilder:
         if self._key is not None:
             metadata.partition_key = self._key
             metadata.partition_key_b64_encoded = self._key_is_base64
+        if schema_version:
+            metadata.schema_version = schema_version
         payload = compression.compress(codec, raw)
         self._reset()
         return metadata, payload
@@ -427,7 +436,12 @@ def _interleave(pieces: list[tuple[_Bytes, _Ints]], count: int) -> tuple[memoryv
 
 
 def single_message_metadata(
-    message: OutgoingMessage, *, producer_name: str, sequence_id: int, publish_time: int
+    message: OutgoingMessage,
+    *,
+    producer_name: str,
+    sequence_id: int,
+    publish_time: int,
+    schema_version: bytes | None = None,
 ) -> pb.MessageMetadata:
     """MessageMetadata for an unbatched message (used for chunked sends)."""
     metadata = pb.MessageMetadata(
@@ -443,6 +457,8 @@ def single_message_metadata(
         metadata.event_time = message.event_time
     if message.value is None:
         metadata.null_value = True
+    if schema_version:
+        metadata.schema_version = schema_version
     return metadata
 
 

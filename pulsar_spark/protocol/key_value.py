@@ -144,3 +144,14 @@ def split_all(
         keys.append(key)
         values.append(value)
     return keys, values
+
+
+def join_key_value(key: bytes, value: bytes) -> bytes:
+    """The layout :func:`split_key_value` reads: each half after its 4-byte length."""
+    return _LENGTH.pack(len(key)) + key + _LENGTH.pack(len(value)) + value
+
+
+def java_type_name(schema_type: int) -> str:
+    """Java's name of a pb.Schema.Type value (``BYTES`` for None), as ``*.schema.type`` holds it."""
+    wire = pb.Schema.Type.Name(schema_type)  # type: ignore[arg-type]
+    return "BYTES" if wire == "None" else next(j for j, w in _JAVA_NAMES.items() if w == wire)

@@ -5,6 +5,7 @@ another byte follows. :func:`decode_words` takes, for each varint, the eight byt
 it as one little-endian uint64 (a strided view of the buffer gives them without a copy) and
 decodes them all at once with bit operations: the first byte whose high bit is clear ends the
 varint; the bits past it are masked off and the 7-bit groups squeezed together.
+:func:`encode_varints` writes many, laid end to end.
 """
 
 from __future__ import annotations
@@ -34,3 +35,22 @@ def decode_words(words: _U64) -> tuple[_U64, _I64]:
         kept = (kept & low) | ((kept & high) >> shift)
     lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
     return kept, lengths
+
+
+_SIZE_LIMITS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
+
+
+def encode_varints(numbers: _U64) -> tuple[npt.NDArray[np.uint8], _I64]:
+    """``numbers`` as varints laid end to end, and where each begins (one more offset than
+    numbers: the last is where the bytes end)."""
+    sizes = 1 + (numbers[:, None] >= _SIZE_LIMITS[None, :]).sum(axis=1)
+    offsets = np.zeros(len(numbers) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    starts = offsets[:-1]
+    for index in range(int(sizes.max(initial=0))):
+        rows = sizes > index
+        group = (numbers[rows] >> np.uint64(7 * index)) & np.uint64(0x7F)
+        more = (sizes[rows] > index + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[rows] + index] = (group | more).astype(np.uint8)
+    return out, offsets

@@ -10,6 +10,7 @@ resolved schema travels with this object to ``reader()``/``streamReader()``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from pyspark.sql.datasource import (
@@ -79,12 +80,16 @@ class PulsarDataSource(DataSource):
 
 
 def _write_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteOptions:
+    from pulsar_spark.spark.write_schemas import write_schemas
     from pulsar_spark.spark.writer import check_schema
 
     refuse_overwrite(overwrite, "Pulsar")
     parsed = WriteOptions.parse(options)
     check_schema(schema, parsed)
-    return parsed
+    schemas = write_schemas(
+        schema, parsed.value_schema, parsed.key_schema, dict(parsed.definitions)
+    )
+    return dataclasses.replace(parsed, schemas=schemas)
 
 
 def refuse_overwrite(overwrite: bool, system: str) -> None:

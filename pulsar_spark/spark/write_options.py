@@ -19,6 +19,13 @@ from pulsar_spark.spark.client_options import (
     client_settings,
 )
 from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.spark.write_schemas import (
+    DEFINITION,
+    KEY_SCHEMA,
+    VALUE_SCHEMA,
+    WriteSchemas,
+    schema_format,
+)
 from pulsar_spark.topic import full_topic_name
 
 PRODUCER_COMPRESSION = "pulsar.producer.compressionType"
@@ -39,6 +46,10 @@ WRITE_OPTIONS = (
     PRODUCER_BATCH_DELAY,
     PRODUCER_MAX_PENDING,
     PRODUCER_SEND_TIMEOUT,
+    VALUE_SCHEMA,
+    VALUE_SCHEMA + DEFINITION,
+    KEY_SCHEMA,
+    KEY_SCHEMA + DEFINITION,
     *CLIENT_OPTIONS,
 )
 # Java producer settings accepted for compatibility, with a warning that they change nothing.
@@ -76,6 +87,10 @@ class WriteOptions:
     client: ClientSettings
     topic: str | None  # None: every row names its topic in a `topic` column
     producer: ProducerSettings
+    value_schema: str | None = None  # a valueSchema format; None: bytes
+    key_schema: str | None = None  # a keySchema format; None: the key as it is
+    definitions: tuple[tuple[str, str], ...] = ()  # (option, its Avro schema text)
+    schemas: WriteSchemas | None = None  # resolved against the DataFrame's schema
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -95,7 +110,15 @@ class WriteOptions:
             codec = codec_from_name(opts.get(PRODUCER_COMPRESSION) or "none")
         except ConfigurationError as exc:
             raise ConfigurationError(f"option {PRODUCER_COMPRESSION!r}: {exc}") from exc
+        definitions = tuple(
+            (option, text)
+            for option in (VALUE_SCHEMA, KEY_SCHEMA)
+            if (text := opts.get(option + DEFINITION)) is not None
+        )
         return cls(
+            value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
+            key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
+            definitions=definitions,
             client=client_settings(opts),
             topic=full_topic_name(topic) if topic is not None else None,
             producer=ProducerSettings(

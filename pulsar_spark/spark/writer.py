@@ -48,9 +48,11 @@ from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, Rows
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.planning import make_lookup
 from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName
 
 _TYPES: dict[str, tuple[type[DataType], ...]] = {
@@ -63,14 +65,20 @@ _TYPES: dict[str, tuple[type[DataType], ...]] = {
 
 
 def check_schema(schema: StructType, options: WriteOptions) -> None:
-    """Refuse, before any row is sent, a DataFrame the writer cannot send exactly."""
+    """Refuse, before any row is sent, a DataFrame the writer cannot send exactly.
+
+    A ``value`` or ``key`` written with a schema is checked against it instead
+    (:mod:`pulsar_spark.spark.write_schemas`)."""
     accepted = ", ".join(f"{k} ({v})" for k, v in ACCEPTED_COLUMNS.items())
     fields = {f.name: f.dataType for f in schema.fields}
+    with_schema = {"value": options.value_schema, "key": options.key_schema}
     for name, data_type in fields.items():
         if name not in _TYPES:
             raise ConfigurationError(
                 f"column {name!r} cannot be written to Pulsar; accepted columns: {accepted}"
             )
+        if with_schema.get(name) is not None:
+            continue
         if not isinstance(data_type, _TYPES[name]) or not _map_of_strings(name, data_type):
             raise ConfigurationError(
                 f"column {name!r} has type {data_type.simpleString()}; "
@@ -148,6 +156,8 @@ class _TaskWriter:
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         _check_properties(batch)
+        if self.options.schemas is not None:
+            batch = _encoded(batch, self.options.schemas)
         rows = Rows.of(batch)
         if self.options.topic is not None:
             self._route(self.options.topic, rows)
@@ -208,9 +218,26 @@ class _TaskWriter:
                 self.options.producer,
                 name=f"{self.name_prefix}-{max(partition, 0)}",
                 skip_stored=True,
+                schema=self._schema(topic),
             )
             self._open.push(producer)
         return producer
+
+    def _schema(self, topic: str) -> pb.Schema | None:
+        schemas = self.options.schemas
+        return None if schemas is None else schemas.producer_schema(topic)
+
+
+def _encoded(batch: pa.RecordBatch, schemas: WriteSchemas) -> pa.RecordBatch:
+    """``batch`` with its ``value`` (and ``key``, with a key schema) encoded by their schemas:
+    binary columns, as the rest of the writer takes them (binary keys travel base64)."""
+    for name, column_schema in (("value", schemas.value), ("key", schemas.key)):
+        if column_schema is None:
+            continue
+        index = batch.schema.get_field_index(name)
+        encoded = column_schema.encoding.encode(batch.column(index), f"column {name!r}")
+        batch = batch.set_column(index, name, encoded)
+    return batch
 
 
 class PulsarBatchWriter(DataSourceArrowWriter):

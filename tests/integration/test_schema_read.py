@@ -13,7 +13,7 @@ import datetime as dt
 import decimal
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from pulsar.schema import (
 )
 from pyspark.sql import SparkSession
 from support import protobuf_messages as proto
-from support.official import official_client
 from support.schemas import (
     EVOLVED,
     READING,
@@ -52,8 +51,6 @@ from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-APACHE_VERSION = "Pulsar Server4.0.1"
 
 AT = dt.datetime(2026, 3, 1, 12, 30, 45, 123000, tzinfo=dt.UTC)
 READINGS = [
@@ -78,19 +75,6 @@ READINGS = [
         "place": {"city": "Lima", "zip": 15001},
     },
 ]
-
-
-@pytest.fixture
-def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, pulsar.Client]]:
-    """The proxy (naming the broker as Apache Pulsar) and an official client using it."""
-    proxy, answers = apache_proxy((broker.host, broker.port))
-    answers.server_version = APACHE_VERSION
-    client = official_client(proxy.url)
-    try:
-        yield proxy, answers, client
-    finally:
-        client.close()
-        proxy.close()
 
 
 def _read(spark: SparkSession, url: str, topic: str, **options: str) -> list[Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pulsar
 import pytest
+from broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
@@ -99,3 +100,21 @@ def own_broker() -> Iterator[Callable[..., LocalBroker]]:
     yield start
     for local in started:
         local.stop()
+
+
+APACHE_VERSION = "Pulsar Server4.0.1"
+"""The server version the schema proxy's CONNECTED names, so clients treat it as Apache's."""
+
+
+@pytest.fixture
+def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, pulsar.Client]]:
+    """A proxy answering like an Apache broker (schemas kept, GET_SCHEMA answered, named as
+    Apache Pulsar), and an official client using it."""
+    proxy, answers = apache_proxy((broker.host, broker.port))
+    answers.server_version = APACHE_VERSION
+    official = official_client(proxy.url)
+    try:
+        yield proxy, answers, official
+    finally:
+        official.close()
+        proxy.close()
