@@ -23,6 +23,8 @@ from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
     CLIENT_WITHOUT_EFFECT,
@@ -39,7 +41,10 @@ from pulsar_spark.spark.positions import (
     parse_offsets,
     parse_time,
 )
+from pulsar_spark.spark.write_schemas import DEFINITION, FORMATS, VALUE_SCHEMA, schema_format
 from pulsar_spark.topic import TopicName, full_topic_name
+
+SchemaType = pb.Schema.Type
 
 TOPICS = "topics"
 TOPICS_PATTERN = "topicsPattern"
@@ -74,6 +79,8 @@ READ_OPTIONS = (
     SUBSCRIPTION_NAME,
     PREDEFINED_SUBSCRIPTION,
     VALUE_FORMAT,
+    VALUE_SCHEMA,
+    VALUE_SCHEMA + DEFINITION,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -150,6 +157,8 @@ class ReadOptions:
     min_partitions: int | None = None
     subscription: str | None = None  # durable subscription holding the stream's position
     value_format: str = "auto"  # auto: value typed by the topic's schema; raw: payload bytes
+    # The schema given for the values (valueSchema), instead of the topic's.
+    given_schema: SchemaInfo | None = None
     # The topic's schema the value column follows (set on the driver, once resolved).
     value_schema: ValueSchema | None = None
 
@@ -181,6 +190,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=_subscription(opts, rules),
         value_format=_value_format(opts),
+        given_schema=_given_schema(opts),
     )
 
 
@@ -192,6 +202,36 @@ def _value_format(opts: OptionValues) -> str:
             f"'raw' (the payload bytes), got {opts.get(VALUE_FORMAT)!r}"
         )
     return text
+
+
+def _given_schema(opts: OptionValues) -> SchemaInfo | None:
+    """The schema ``valueSchema`` (and ``valueSchema.definition``) gives for the values."""
+    name = schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA))
+    definition = opts.get(VALUE_SCHEMA + DEFINITION)
+    if name is None:
+        if definition is not None:
+            raise ConfigurationError(
+                f"option '{VALUE_SCHEMA}{DEFINITION}' needs option '{VALUE_SCHEMA}' "
+                "('avro' or 'json')"
+            )
+        return None
+    if (opts.get(VALUE_FORMAT) or "").strip().lower() == "raw":
+        raise ConfigurationError(
+            f"options '{VALUE_SCHEMA}' and '{VALUE_FORMAT}'='raw' exclude each other: the first "
+            "decodes the values, the second keeps their bytes"
+        )
+    if name in ("avro", "json") and definition is None:
+        raise ConfigurationError(
+            f"option '{VALUE_SCHEMA}'='{name}' needs option '{VALUE_SCHEMA}{DEFINITION}': the "
+            "Avro schema of the values, as JSON text"
+        )
+    if name not in ("avro", "json") and definition is not None:
+        raise ConfigurationError(
+            f"option '{VALUE_SCHEMA}{DEFINITION}' goes with '{VALUE_SCHEMA}' 'avro' or 'json' "
+            f"only, got '{VALUE_SCHEMA}'='{name}'"
+        )
+    data = b"" if definition is None else definition.encode()
+    return SchemaInfo(SchemaType.Value(FORMATS[name][0]), data, "", (), None)
 
 
 def _topics(opts: OptionValues) -> TopicSelection:

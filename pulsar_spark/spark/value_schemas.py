@@ -10,6 +10,11 @@ type. Topics that match later (a stream sees them when it plans a micro-batch) a
 with the schema fixed here too. Executors decode with that schema, each message resolved from
 the version it was written with.
 
+``valueSchema`` (with ``valueSchema.definition`` for ``avro`` and ``json``) gives the values'
+schema instead, for topics whose producers register none: nothing is asked of the broker
+when the DataFrame is defined, and messages that name a schema version are still resolved from
+it to the given schema.
+
 A broker that cannot be asked when the DataFrame is defined (unreachable, credentials refused)
 leaves ``value`` as bytes, with a warning: the read then fails on its own when it connects,
 with the error it always gave, instead of at ``load()``.
@@ -32,6 +37,7 @@ from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.planning import make_lookup, match_pattern
 from pulsar_spark.spark.read_options import ReadOptions
+from pulsar_spark.spark.write_schemas import DEFINITION, VALUE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,8 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
     """The schema the ``value`` column follows; None for bytes."""
     if options.value_format == "raw":
         return None
+    if options.given_schema is not None:
+        return _given(options, options.given_schema)
     try:
         found = _fetch_all(options)
     except (SchemaError, ConfigurationError):
@@ -57,6 +65,16 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
         )
     topic, info = next(iter(found.items()))
     return None if info is None else ValueSchema.of(topic, info)
+
+
+def _given(options: ReadOptions, info: SchemaInfo) -> ValueSchema | None:
+    """The schema ``valueSchema`` gives, checked to have a Spark type."""
+    topics = options.topics
+    named = topics.names[0] if topics.names else str(topics.pattern)
+    try:
+        return ValueSchema.of(named, info)
+    except SchemaError as exc:
+        raise ConfigurationError(f"option '{VALUE_SCHEMA}{DEFINITION}': {exc}") from exc
 
 
 def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:

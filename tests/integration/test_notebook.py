@@ -43,6 +43,9 @@ def expected_lines() -> list[str]:
         "broker running: True; partitioned topics: {'persistent://public/default/clicks': 4}",
         "20,000 events written",
         f"events per partition: {dict(sorted(per_partition.items()))}",
+        "value: struct<id:bigint,page:string,action:string>",
+        # event 1 (user "1"), typed by the JSON schema given: its page and action columns
+        f"|   1|  1|{PAGE_OF[1 * 7 % 13]:>7}|{ACTION_OF[1 * 13 % 11]:>6}|",
         "rows per micro-batch: [5000, 5000, 5000, 5000]",
         "20,000 events landed in Parquet",
         f"events per action: { {a: per_action[a] for a in ACTIONS} }",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import logging
 import socket
 from collections.abc import Callable
@@ -583,3 +584,99 @@ def test_protobuf_native_from_the_official_client(
         places=[],
         big=decimal.Decimal(0),
     )
+
+
+def test_a_given_value_schema_types_values_no_schema_was_registered_for(
+    spark: SparkSession, broker: LocalBroker, client: pulsar.Client, topic: str
+) -> None:
+    """pulsar-lite keeps no schemas: Avro bytes sent as plain bytes, then an Avro
+    ``valueSchema.definition``, a Json one and a primitive one on the same kinds of payloads."""
+    producer = client.create_producer(topic, batching_enabled=False)
+    for reading in READINGS:
+        producer.send(avro_bytes(reading, READING))
+    producer.close()
+    df = (
+        spark.read.format("pulsar")
+        .option("service.url", broker.service_url)
+        .option("topic", topic)
+        .option("valueSchema", "avro")
+        .option("valueSchema.definition", json.dumps(READING))
+        .load()
+    )
+    assert df.schema["value"].dataType.simpleString().startswith("struct<name:string,count:bigint")
+    rows = [row["value"].asDict(recursive=True) for row in df.orderBy("messageId").collect()]
+    assert [dict(row, at=_utc(spark_time(spark, row["at"]))) for row in rows] == READINGS
+
+
+def test_a_given_json_or_primitive_schema(
+    spark: SparkSession, broker: LocalBroker, client: pulsar.Client, topic: str
+) -> None:
+    clicks, numbers = f"{topic}-clicks", f"{topic}-numbers"
+    producer = client.create_producer(clicks, batching_enabled=False)
+    for text in ('{"id": 1, "page": "home"}', '{"id": -2, "page": null}'):
+        producer.send(text.encode())
+    producer.close()
+    producer = client.create_producer(numbers, batching_enabled=False)
+    for number in (7, -(2**40)):
+        producer.send(number.to_bytes(8, "big", signed=True))
+    producer.close()
+    click = {
+        "type": "record",
+        "name": "Click",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "page", "type": ["null", "string"]},
+        ],
+    }
+    given = {"valueSchema": "json", "valueSchema.definition": json.dumps(click)}
+    rows = _read(spark, broker.service_url, clicks, **given)
+    assert [row["value"] for row in rows] == [{"id": 1, "page": "home"}, {"id": -2, "page": None}]
+    rows = _read(spark, broker.service_url, numbers, valueSchema="INT64")
+    assert [row["value"] for row in rows] == [7, -(2**40)]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"valueSchema": "avro"},
+            "option 'valueSchema'='avro' needs option 'valueSchema.definition': the Avro schema "
+            "of the values, as JSON text",
+        ),
+        (
+            {"valueSchema.definition": '"long"'},
+            "option 'valueSchema.definition' needs option 'valueSchema' ('avro' or 'json')",
+        ),
+        (
+            {"valueSchema": "string", "valueSchema.definition": '"string"'},
+            "option 'valueSchema.definition' goes with 'valueSchema' 'avro' or 'json' only, got "
+            "'valueSchema'='string'",
+        ),
+        (
+            {"valueSchema": "avro", "valueSchema.definition": '"long"', "valueFormat": "raw"},
+            "options 'valueSchema' and 'valueFormat'='raw' exclude each other: the first decodes "
+            "the values, the second keeps their bytes",
+        ),
+        (
+            {"valueSchema": "protobuf"},
+            "option 'valueSchema' must be one of avro, json, string, bytes, int64, int32, double, "
+            "float, boolean (Pulsar's AVRO, JSON, STRING, BYTES, INT64, INT32, DOUBLE, FLOAT, "
+            "BOOLEAN schemas), got 'protobuf'",
+        ),
+        (
+            {"valueSchema": "avro", "valueSchema.definition": "{not json"},
+            "option 'valueSchema.definition': topic persistent://public/default/given: the Avro "
+            "schema is not JSON",
+        ),
+    ],
+)
+def test_a_given_value_schema_is_checked_when_the_dataframe_is_defined(
+    spark: SparkSession, options: dict[str, str], message: str
+) -> None:
+    reader = spark.read.format("pulsar").option("service.url", "pulsar://127.0.0.1:9")
+    reader = reader.option("topic", "given")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    with pytest.raises(Exception) as raised:
+        reader.load()
+    assert message in str(raised.value)
