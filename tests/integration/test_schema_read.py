@@ -33,6 +33,7 @@ from pulsar.schema import (
     String,
     StringSchema,
 )
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from support import protobuf_messages as proto
 from support.schemas import (
@@ -44,6 +45,7 @@ from support.schemas import (
     key_value_schema,
 )
 from support.topics import full
+from support.waiting import wait_until
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.local import LocalBroker
@@ -285,6 +287,56 @@ def test_batched_partitioned_topics_and_streams_read_typed(
     assert query.exception() is None
     streamed = spark.sql("select id, label from typed_values order by id").collect()
     assert [row.asDict() for row in streamed] == expected
+
+
+def test_a_stream_resolves_new_versions_and_fails_on_one_that_does_not_resolve(
+    spark: SparkSession,
+    proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    """The type is fixed when the query starts (version 0: an id); a version registered later
+    that resolves to it is read (its extra fields dropped), one that does not fails the query."""
+    proxy, _, client = proxied
+    _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
+    query = (
+        spark.readStream.format("pulsar")
+        .option("service.url", proxy.url)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value")
+        .writeStream.format("memory")
+        .queryName("evolving")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+    def seen() -> list[Any]:
+        rows = spark.sql("select value from evolving").collect()
+        return sorted((row["value"].asDict() for row in rows), key=lambda v: v["id"])
+
+    try:
+        wait_until(lambda: seen() == [{"id": 1}], "the first message", timeout=60)
+        added = {"id": 2, "label": "two", "weight": 0.5}
+        _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[1]), [added])
+        wait_until(lambda: seen() == [{"id": 1}, {"id": 2}], "the second version", timeout=60)
+        retyped = {
+            "type": "record",
+            "name": "Event",
+            "fields": [{"name": "id", "type": "string"}],
+        }
+        _publish(client, topic, AvroSchema(None, schema_definition=retyped), [{"id": "three"}])
+        with pytest.raises(StreamingQueryException) as raised:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert (
+        f"topic {topic}: a message written with schema version 2 does not resolve to the "
+        "latest version 0"
+    ) in str(raised.value)
+    assert seen() == [{"id": 1}, {"id": 2}]
 
 
 def test_an_unreachable_broker_at_definition_leaves_value_as_bytes(
