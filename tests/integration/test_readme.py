@@ -49,6 +49,7 @@ PYTHON_EXAMPLES = [
     "secure-token",  # the secure examples run in test_secure_spark.py
     "secure-mtls",
     "secure-oauth2",
+    "typed-read",
     "tubemq",  # runs in test_tubemq_spark.py
 ]
 SETUP_NAMES = {"spark", "url", "topic", "out", "ckpt"}
@@ -231,6 +232,12 @@ def test_readme_examples(
         (message_id(r["messageId"]), 0, topic) for r in partition_0[10:]
     ]
     assert [r["value"].decode() for r in rest] == [r["value"] for r in partition_0[10:]]
+
+    run("typed-read")
+    assert ns["typed"].schema["value"].dataType.simpleString() == "struct<id:bigint,action:string>"
+    assert sorted(
+        (r["id"], r["action"]) for r in ns["typed"].select("value.*").collect()
+    ) == sorted((value_id, action) for _, value_id, action, _, _ in first)
 
     run("streaming-read")
     query = ns["query"]
