@@ -27,6 +27,7 @@ from support.tubemq_fixtures import (
     STREAM_ONCE_TOPIC,
     STREAM_RESTART_TOPIC,
 )
+from support.waiting import wait_until
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.cluster import lookup_partitions
@@ -220,8 +221,13 @@ def test_stream_is_exactly_once_across_a_broker_killed_and_restarted(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     before = Writer(tubemq_cluster, STREAM_RESTART_TOPIC, "before", 2000).publish()
     # The broker keeps new messages in memory and writes them to its files within
-    # memCacheFlushIntvl (20 s by default); what SIGKILL finds only in memory is lost.
-    time.sleep(25)
+    # memCacheFlushIntvl (20 s by default, later on a busy machine); what SIGKILL finds only
+    # in memory is lost, so the kill waits until they are in the files.
+    wait_until(
+        lambda: tubemq_cluster.flushed_messages(STREAM_RESTART_TOPIC) >= len(before),
+        "the broker to write the messages to its files",
+        timeout=180,
+    )
     df = stream(tubemq_cluster, spark, STREAM_RESTART_TOPIC, maxMessagesPerTrigger="200")
     query = to_parquet(df, out, checkpoint, processingTime="200 milliseconds")
     deadline = time.monotonic() + QUERY_TIMEOUT

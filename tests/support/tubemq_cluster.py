@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
+
 TUBEMQ_HOME = Path(
     os.environ.get("TUBEMQ_HOME", Path(__file__).resolve().parents[3] / "shared" / "tubemq")
 )
@@ -66,6 +68,14 @@ class TubeMQCluster:
 
     def stop(self) -> None:
         self._script("stop.sh", "--clean", timeout=120)
+
+    def flushed_messages(self, topic: str) -> int:
+        """How many of ``topic``'s messages the broker has written to its index files (which
+        grow as it writes them): what a SIGKILL cannot take away. New messages stay in
+        memory until a flush, ``memCacheFlushIntvl`` after the last one, later on a busy
+        machine."""
+        stores = (self.run_dir / "broker-data").glob(f"{topic}-*/index/*.index")
+        return sum(path.stat().st_size for path in stores) // INDEX_ENTRY_SIZE
 
     def kill_broker(self) -> BrokerCommand:
         """Kill the broker JVM with SIGKILL (nothing else stops) and wait until it is gone;
