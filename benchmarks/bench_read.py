@@ -57,8 +57,8 @@ from common import (
     READING_DDL,
     Published,
     Shape,
-    last_measured,
     measure,
+    median_measured,
     partition_topic,
     publish_dataset,
     report,
@@ -329,7 +329,9 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         service.stop()
         if service is not broker:
             broker.stop()
-    best = {side: last_measured([r for r in runs if r["side"].startswith(side)]) for side in SIDES}
+    best = {
+        side: median_measured([r for r in runs if r["side"].startswith(side)]) for side in SIDES
+    }
     return {
         "case": name,
         "published": published.summary(),
@@ -365,7 +367,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, help="for every case (default: the case's own)")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of A,B,C")
-    parser.add_argument("--runs", type=int, default=2, help="the first one is the warm-up")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=4,
+        help="the first one is the warm-up; ratios use the median of the others",
+    )
     args = parser.parse_args()
     names = args.cases.split(",")
     unknown = sorted(set(names) - set(CASES)) + sorted(set(args.sides.split(",")) - set(SIDES))
@@ -396,7 +403,7 @@ def main() -> None:
     for result in results:
         print(
             f"{result['case']}: A/B {result['a_over_b']}x, A/ceiling {result['a_over_ceiling']} "
-            f"(last measured runs); row counts {result['counts']}"
+            f"(median measured runs); row counts {result['counts']}"
         )
     report(
         "bench_read",

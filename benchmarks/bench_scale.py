@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import last_measured, measure, publish, report, spark_session, start_broker
+from common import measure, median_measured, publish, report, spark_session, start_broker
 
 TOPIC = "scale"
 
@@ -80,7 +80,7 @@ def main() -> None:
     finally:
         broker.stop()
 
-    full, split, timed, _ = (last_measured([r for r in runs if r["side"] == c]) for c in cases)
+    full, split, timed, _ = (median_measured([r for r in runs if r["side"] == c]) for c in cases)
     speedup = round(full["seconds"] / split["seconds"], 2) if full and split else None
     share = round(timed["seconds"] / full["seconds"], 4) if full and timed else None
     expected_counts = {label: expected for label, (_, expected) in cases.items()}

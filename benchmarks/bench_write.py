@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     add_dataset_arguments,
+    median_measured,
     report,
     short_error,
     spark_session,
@@ -184,11 +185,6 @@ def run_side(
     return runs, counts
 
 
-def last_measured(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    done = [r for r in runs if "error" not in r and r["run"] == "measured"]
-    return done[-1] if done else None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_dataset_arguments(parser)
@@ -216,8 +212,8 @@ def main() -> None:
     finally:
         broker.stop()
 
-    a = last_measured(runs.get("A", []))
-    bs = [r for r in (last_measured(runs.get(s, [])) for s in ("B", "B0")) if r is not None]
+    a = median_measured(runs.get("A", []))
+    bs = [r for r in (median_measured(runs.get(s, [])) for s in ("B", "B0")) if r is not None]
     b = max(bs, key=lambda r: r["msg_per_s"], default=None)
     ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
     every_run = [r for side in sides for r in runs[side]]
@@ -235,7 +231,7 @@ def main() -> None:
     ]
     counts_ok = all(count == args.messages for count in counts.values())
     against = b["side"] if b else None
-    print(f"\nA/B (last measured runs, against {against}): {ratio}x   counts right: {counts_ok}")
+    print(f"\nA/B (median measured runs, against {against}): {ratio}x   counts right: {counts_ok}")
     report(
         "bench_write",
         ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB", "count"],
