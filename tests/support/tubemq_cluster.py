@@ -161,7 +161,7 @@ class JavaProbe:
     def run(self, *args: str, timeout: float = 150) -> list[str]:
         """Run the probe; its output lines (raises when it exits non-zero)."""
         quiet = "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"
-        command = ["java", "-Xmx256m", quiet, "-cp", self._classpath, "TubeMQProbe", *args]
+        command = ["java", "-Xmx1g", quiet, "-cp", self._classpath, "TubeMQProbe", *args]
         return _run(command, timeout=timeout).splitlines()
 
 
