@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pulsar_spark.errors import SchemaError
+from pulsar_spark.protocol.messages import ranges
 from pulsar_spark.protocol.varints import encode_varints
 
 _Bytes = npt.NDArray[np.uint8]
@@ -271,12 +272,9 @@ def _spread(offsets: _Ints, valid: npt.NDArray[np.bool_]) -> _Ints:
     return out
 
 
-def _ranges(starts: _Ints, sizes: _Ints) -> _Ints:
+def _ranges(starts: _Ints, sizes: _Ints) -> npt.NDArray[np.intp]:
     """Every index ``starts[i] .. starts[i] + sizes[i] - 1``, in order."""
-    total = int(sizes.sum())
-    ends = np.cumsum(sizes)
-    shifts: _Ints = np.repeat(starts - (ends - sizes), sizes)
-    return np.arange(total, dtype=np.int64) + shifts
+    return ranges(starts, starts + sizes)[0]
 
 
 def _side_by_side(parts: list[Pieces], count: int) -> Pieces:

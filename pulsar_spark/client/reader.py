@@ -143,24 +143,22 @@ class RangeReader:
         self.reconnects = 0
 
     def __iter__(self) -> Iterator[MessageColumns]:
+        bounds = _bounds(self.range)
         run = SingleRun()
-        group = _BatchGroup(_bounds(self.range))
+        group = _BatchGroup(bounds)
         try:
-            yield from self._columns(run, group)
+            yield from self._columns(run, group, bounds)
         except PulsarSparkError:
-            # what was read before the failure comes first
-            yield from group.take()
-            if len(run):
-                yield run.take()
+            yield from _pending(run, group)  # what was read before the failure comes first
             raise
-        yield from group.take()
-        if len(run):
-            yield run.take()
+        yield from _pending(run, group)
 
-    def _columns(self, run: SingleRun, group: _BatchGroup) -> Iterator[MessageColumns]:
+    def _columns(
+        self, run: SingleRun, group: _BatchGroup, bounds: tuple[Key, Key]
+    ) -> Iterator[MessageColumns]:
         assembler = ChunkAssembler()
         end = self.range.end.entry
-        first, last = _bounds(self.range)
+        first, last = bounds
         for raw in self.entries(pending_chunks=lambda: assembler.pending > 0):
             past_end = raw.entry > end
             if not past_end and _plain_single(raw):
@@ -327,6 +325,13 @@ class _BatchGroup:
             clipped = _clip(_acknowledged(raw, columns), self._first, self._last)
             if clipped is not None and clipped.count:
                 yield clipped
+
+
+def _pending(run: SingleRun, group: _BatchGroup) -> Iterator[MessageColumns]:
+    """What ``run`` and ``group`` hold (at most one of them holds anything)."""
+    yield from group.take()
+    if len(run):
+        yield run.take()
 
 
 def _acknowledged(raw: RawEntry, columns: MessageColumns) -> MessageColumns:

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.protocol import compression, pb
+from pulsar_spark.protocol.varints import varint_sizes
 
 _U32 = struct.Struct(">I")
 
@@ -209,9 +210,6 @@ _Ints = npt.NDArray[np.int64]
 _Flags = npt.NDArray[np.bool_]
 _T = TypeVar("_T", bound=np.generic)
 
-# A varint of a value at or above the i-th bound takes more than i + 1 bytes.
-_VARINT_BOUNDS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
-
 
 @dataclass(frozen=True, slots=True)
 class Blobs:
@@ -381,7 +379,7 @@ def _tagged_varint(
 ) -> _Short:
     """``tag`` then ``values[i]`` as a varint (negative ones in ten bytes), where present."""
     numbers = values.astype(np.uint64)
-    sizes = np.searchsorted(_VARINT_BOUNDS, numbers, side="right") + 1
+    sizes = varint_sizes(numbers)
     width = int(sizes.max(initial=1))
     groups = (numbers[:, None] >> (np.arange(width, dtype=np.uint64) * np.uint64(7))) & 0x7F
     more = np.arange(width) < (sizes - 1)[:, None]

@@ -37,13 +37,20 @@ def decode_words(words: _U64) -> tuple[_U64, _I64]:
     return kept, lengths
 
 
-_SIZE_LIMITS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
+# A varint of a value at or above the i-th bound takes more than i + 1 bytes.
+_BOUNDS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)
+
+
+def varint_sizes(numbers: _U64) -> _I64:
+    """How many bytes each of ``numbers`` takes as a varint (1 to 10)."""
+    sizes: _I64 = np.searchsorted(_BOUNDS, numbers, side="right").astype(np.int64) + 1
+    return sizes
 
 
 def encode_varints(numbers: _U64) -> tuple[npt.NDArray[np.uint8], _I64]:
     """``numbers`` as varints laid end to end, and where each begins (one more offset than
     numbers: the last is where the bytes end)."""
-    sizes = 1 + (numbers[:, None] >= _SIZE_LIMITS[None, :]).sum(axis=1)
+    sizes = varint_sizes(numbers)
     offsets = np.zeros(len(numbers) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     out = np.empty(int(offsets[-1]), dtype=np.uint8)

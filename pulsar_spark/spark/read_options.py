@@ -178,6 +178,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
     opts.refuse_unknown(READ_OPTIONS, "reading", (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT))
     starting = _starting(opts, rules)
     ending = _ending(opts, rules)
+    value_format = _value_format(opts)
     return ReadOptions(
         client=client_settings(opts),
         topics=_topics(opts),
@@ -189,8 +190,8 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=_subscription(opts, rules),
-        value_format=_value_format(opts),
-        given_schema=_given_schema(opts),
+        value_format=value_format,
+        given_schema=_given_schema(opts, value_format),
     )
 
 
@@ -204,8 +205,9 @@ def _value_format(opts: OptionValues) -> str:
     return text
 
 
-def _given_schema(opts: OptionValues) -> SchemaInfo | None:
-    """The schema ``valueSchema`` (and ``valueSchema.definition``) gives for the values."""
+def _given_schema(opts: OptionValues, value_format: str) -> SchemaInfo | None:
+    """The schema ``valueSchema`` (and ``valueSchema.definition``) gives for the values
+    (refused with ``value_format`` raw)."""
     name = schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA))
     definition = opts.get(VALUE_SCHEMA + DEFINITION)
     if name is None:
@@ -215,7 +217,7 @@ def _given_schema(opts: OptionValues) -> SchemaInfo | None:
                 "('avro' or 'json')"
             )
         return None
-    if (opts.get(VALUE_FORMAT) or "").strip().lower() == "raw":
+    if value_format == "raw":
         raise ConfigurationError(
             f"options '{VALUE_SCHEMA}' and '{VALUE_FORMAT}'='raw' exclude each other: the first "
             "decodes the values, the second keeps their bytes"

@@ -34,7 +34,7 @@ from pulsar.schema import (
     StringSchema,
 )
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from support import protobuf_messages as proto
 from support.schemas import (
     EVOLVED,
@@ -80,12 +80,28 @@ READINGS = [
 ]
 
 
-def _read(spark: SparkSession, url: str, topic: str, **options: str) -> list[Any]:
+def _load(spark: SparkSession, url: str, topic: str, **options: str) -> DataFrame:
+    """A batch read of ``topic`` with ``options``."""
     reader = spark.read.format("pulsar").option("service.url", url).option("topic", topic)
     for name, value in options.items():
         reader = reader.option(name, value)
-    df = reader.load()
+    return reader.load()
+
+
+def _read(spark: SparkSession, url: str, topic: str, **options: str) -> list[Any]:
+    df = _load(spark, url, topic, **options)
     return [row.asDict(recursive=True) for row in df.orderBy("messageId").collect()]
+
+
+def _stream(spark: SparkSession, url: str, topic: str) -> DataFrame:
+    """A streaming read of ``topic`` from its earliest message."""
+    return (
+        spark.readStream.format("pulsar")
+        .option("service.url", url)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
 
 
 def _publish(client: pulsar.Client, topic: str, schema: Any, values: list[Any]) -> None:
@@ -107,8 +123,7 @@ def test_avro_records_are_read_typed_field_by_field(
     _publish(client, topic, AvroSchema(None, schema_definition=READING), READINGS)
     assert len(answers.schemas[topic]) == 1
 
-    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
-    value_type = df.load().schema["value"].dataType.simpleString()
+    value_type = _load(spark, proxy.url, topic).schema["value"].dataType.simpleString()
     assert value_type == (
         "struct<name:string,count:bigint,ratio:double,ok:boolean,note:string,at:timestamp,"
         "tags:array<string>,place:struct<city:string,zip:bigint>>"
@@ -271,11 +286,7 @@ def test_batched_partitioned_topics_and_streams_read_typed(
     assert {row["messageId"]["batchIndex"] for row in rows} != {-1}
 
     query = (
-        spark.readStream.format("pulsar")
-        .option("service.url", proxy.url)
-        .option("topic", topic)
-        .option("startingOffsets", "earliest")
-        .load()
+        _stream(spark, proxy.url, topic)
         .select("value.id", "value.label")
         .writeStream.format("memory")
         .queryName("typed_values")
@@ -300,11 +311,7 @@ def test_a_stream_resolves_new_versions_and_fails_on_one_that_does_not_resolve(
     proxy, _, client = proxied
     _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
     query = (
-        spark.readStream.format("pulsar")
-        .option("service.url", proxy.url)
-        .option("topic", topic)
-        .option("startingOffsets", "earliest")
-        .load()
+        _stream(spark, proxy.url, topic)
         .select("value")
         .writeStream.format("memory")
         .queryName("evolving")
@@ -438,8 +445,7 @@ def test_date_and_time_schemas_read_typed(
             producer.send(bytes.fromhex(raw))
         producer.send(None)  # a null value
         producer.close()
-        df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", name)
-        assert df.load().schema["value"].dataType.simpleString() == ddl
+        assert _load(spark, proxy.url, name).schema["value"].dataType.simpleString() == ddl
         values = [row["value"] for row in _read(spark, proxy.url, name)]
         if ddl == "timestamp":
             values = [None if v is None else _utc(spark_time(spark, v)) for v in values]
@@ -647,14 +653,8 @@ def test_a_given_value_schema_types_values_no_schema_was_registered_for(
     for reading in READINGS:
         producer.send(avro_bytes(reading, READING))
     producer.close()
-    df = (
-        spark.read.format("pulsar")
-        .option("service.url", broker.service_url)
-        .option("topic", topic)
-        .option("valueSchema", "avro")
-        .option("valueSchema.definition", json.dumps(READING))
-        .load()
-    )
+    given = {"valueSchema": "avro", "valueSchema.definition": json.dumps(READING)}
+    df = _load(spark, broker.service_url, topic, **given)
     assert df.schema["value"].dataType.simpleString().startswith("struct<name:string,count:bigint")
     rows = [row["value"].asDict(recursive=True) for row in df.orderBy("messageId").collect()]
     assert [dict(row, at=_utc(spark_time(spark, row["at"]))) for row in rows] == READINGS
