@@ -11,8 +11,7 @@ from __future__ import annotations
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.protocol import commands
 from pulsar_spark.protocol.connection import is_pulsar_lite
-from pulsar_spark.protocol.schemas import SchemaInfo, schema_from_response
-from pulsar_spark.topic import TopicName
+from pulsar_spark.protocol.schemas import SchemaInfo, schema_from_response, schema_topic
 
 
 def keeps_schemas(server_version: str) -> bool:
@@ -32,8 +31,3 @@ def fetch_schema(lookup: Lookup, topic: str, version: bytes | None = None) -> Sc
         timeout=lookup.timeout,
     )
     return schema_from_response(response.getSchemaResponse, name)
-
-
-def schema_topic(topic: str) -> str:
-    """The fully qualified name a topic's schema is kept under (a partition's parent)."""
-    return TopicName.parse(topic).base_name

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.key_value import java_type_name, join_key_value
-from pulsar_spark.topic import TopicName
+from pulsar_spark.protocol.schemas import schema_topic
 
 SchemaType = pb.Schema.Type
 
@@ -69,4 +69,4 @@ def key_value_schema(topic: str, key: SchemaParts, value: SchemaParts) -> pb.Sch
 
 def schema_name(topic: str) -> str:
     """The name a schema is kept under: ``tenant/namespace/topic`` of the (parent) topic."""
-    return TopicName.parse(topic).base_name.partition("://")[2]
+    return schema_topic(topic).partition("://")[2]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pulsar_spark.errors import ServerError, server_error_for
 from pulsar_spark.protocol import pb
+from pulsar_spark.topic import TopicName
 
 SchemaType = pb.Schema.Type
 
@@ -68,3 +69,8 @@ def _error(response: pb.CommandGetSchemaResponse, topic: str) -> ServerError:
     return server_error_for(
         response.error_code, f"GET_SCHEMA {topic}: {response.error_message or 'failed'}"
     )
+
+
+def schema_topic(topic: str) -> str:
+    """The fully qualified name a topic's schema is kept under (a partition's parent)."""
+    return TopicName.parse(topic).base_name

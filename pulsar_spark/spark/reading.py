@@ -51,6 +51,11 @@ def _published_between(
 ) -> Iterator[MessageColumns]:
     """The rows whose entry's publish time is in [low, high)."""
     for columns in entries:
+        if columns.rows is None:  # one entry: one publish time for every row
+            at = columns.entry.publish_time
+            if (low is None or at >= low) and (high is None or at < high):
+                yield columns
+            continue
         published = columns.entry_column("publish_time")
         keep = np.ones(columns.count, dtype=np.bool_)
         if low is not None:

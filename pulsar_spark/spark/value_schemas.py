@@ -34,7 +34,7 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.schema import fetch_schema, keeps_schemas
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.schemas import SchemaInfo
+from pulsar_spark.protocol.schemas import SchemaInfo, schema_topic
 from pulsar_spark.spark.planning import make_lookup, match_pattern
 from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.write_schemas import DEFINITION, VALUE_SCHEMA
@@ -87,10 +87,15 @@ def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:
             lambda: match_pattern(lookup, options.topics),
             f"listing the topics matching {options.topics.pattern}",
         )
+    # Partitions of one topic share their parent's schema: asked for once.
+    kept: dict[str, SchemaInfo | None] = {}
     found: dict[str, SchemaInfo | None] = {}
     for topic in topics:
-        fetch = functools.partial(fetch_schema, lookup, topic)
-        found[topic] = lookup.retrying(fetch, f"fetching the schema of {topic}")
+        parent = schema_topic(topic)
+        if parent not in kept:
+            fetch = functools.partial(fetch_schema, lookup, topic)
+            kept[parent] = lookup.retrying(fetch, f"fetching the schema of {topic}")
+        found[topic] = kept[parent]
     return found
 
 
