@@ -26,7 +26,12 @@ from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.connection import TubeMQConnection
 from pulsar_spark.errors import PulsarSparkError, TopicLookupError
 from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
-from pulsar_spark.protocol.tubemq.metadata import BrokerInfo, parse_broker_info, parse_topic_info
+from pulsar_spark.protocol.tubemq.metadata import (
+    STORE_PARTITION_BASE,
+    BrokerInfo,
+    parse_broker_info,
+    parse_topic_info,
+)
 
 T = TypeVar("T")
 
@@ -47,7 +52,7 @@ class TubePartition:
     @property
     def store(self) -> str:
         """The store the partition's messages share offsets with (see the protocol docs)."""
-        return f"{self.broker.broker_id}:{self.topic}:{self.partition_id // 10_000}"
+        return f"{self.broker.broker_id}:{self.topic}:{self.partition_id // STORE_PARTITION_BASE}"
 
 
 def client_id(purpose: str) -> str:

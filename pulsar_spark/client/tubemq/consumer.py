@@ -259,12 +259,9 @@ def offset_bounds(
     timeout: float = 10.0,
 ) -> Bounds:
     """The partition's first offset and its end, by registering at both extremes."""
-    consumer = PartitionConsumer(connection, partition, group, client, timeout=timeout)
-    try:
+    with _registered(connection, partition, group, client, timeout) as consumer:
         first = consumer.register(0).currOffset
         end = consumer.register(PAST_ANY_END).currOffset
-    finally:
-        consumer.unregister()
     return Bounds(first, end)
 
 

@@ -26,6 +26,7 @@ from pulsar_spark.client.tubemq.cluster import (
     lookup_partitions,
 )
 from pulsar_spark.client.tubemq.connection import TubeMQConnection
+from pulsar_spark.client.tubemq.consumer import connect
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.protocol.tubemq import messages
 from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
@@ -141,11 +142,11 @@ class TubeMQProducer:
         self._connections.clear()
 
     def _connection(self, partition: TubePartition) -> TubeMQConnection:
-        broker = partition.broker
-        conn = self._connections.get(broker.broker_id)
+        broker_id = partition.broker.broker_id
+        conn = self._connections.get(broker_id)
         if conn is None or conn.closed:
-            conn = TubeMQConnection(broker.host, broker.port, connect_timeout=self._timeout)
-            self._connections[broker.broker_id] = conn
+            conn = connect(partition, self._timeout)
+            self._connections[broker_id] = conn
             self._open.callback(conn.close)
         return conn
 
