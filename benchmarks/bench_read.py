@@ -54,13 +54,13 @@ from ceiling import CeilingSource
 from common import (
     DEFAULT_PARTITIONS,
     READING,
-    READING_DDL,
     Published,
     Shape,
     measure,
     median_measured,
     partition_topic,
     publish_dataset,
+    reading_schema,
     report,
     spark_session,
     start_broker,
@@ -210,24 +210,10 @@ def to_arrow(cols: list[list[Any]], topic: str, partition: int, schema: dict[str
 
 
 def _value_type(schema: dict[str, Any]) -> Any:
-    """The Arrow type of the value column: binary, or READING's fields (as READING_DDL)."""
+    """The Arrow type of the value column: binary, or READING's struct (as side A types it)."""
     import pyarrow as pa
 
-    if not schema:
-        return pa.binary()
-    place = pa.struct([("city", pa.string()), ("zip", pa.int64())])
-    return pa.struct(
-        [
-            ("name", pa.string()),
-            ("count", pa.int64()),
-            ("ratio", pa.float64()),
-            ("ok", pa.bool_()),
-            ("note", pa.string()),
-            ("at", pa.timestamp("us", tz="UTC")),
-            ("tags", pa.list_(pa.string())),
-            ("place", place),
-        ]
-    )
+    return reading_schema().arrow_type() if schema else pa.binary()
 
 
 @dataclass(frozen=True)
@@ -274,7 +260,7 @@ def side_b(spark: Any, service_url: str, published: Published) -> Any:
         "expected bigint, last_ledger bigint, last_entry bigint, last_batch int, "
         "value_schema string",
     ).repartition(published.partitions)
-    value = READING_DDL if value_schema else "binary"
+    value = reading_schema().spark_type() if value_schema else "binary"
     return partitions.mapInArrow(read_with_official_client, B_SCHEMA.format(value=value))
 
 
@@ -349,8 +335,7 @@ class SchemaRegistry:
     def __init__(self, broker: Any) -> None:
         from broker_proxy import apache_proxy
 
-        self.proxy, answers = apache_proxy((broker.host, broker.port))
-        answers.server_version = "Pulsar Server4.0.1"
+        self.proxy, _ = apache_proxy((broker.host, broker.port), named=True)
         self.service_url = self.proxy.url
 
     def stop(self) -> None:

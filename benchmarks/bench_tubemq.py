@@ -1,7 +1,7 @@
 """TubeMQ batch read and write: the ``tubemq`` format against the official Java client's loops.
 
 One TubeMQ 2.4.0 cluster (ZooKeeper, master, one broker; the build in ``$TUBEMQ_HOME``, see
-``tests/support/tubemq_cluster.py``) on loopback, three topics of 3 partitions created in one
+``tests/support/tubemq_cluster.py``) on loopback, two topics of 3 partitions created in one
 go (the broker loads new topics 70-110 s later), all measured in the same run:
 
 Write, N messages of 100 bytes:
@@ -42,7 +42,6 @@ from support.tubemq_cluster import JavaProbe, TubeMQCluster
 
 READ_TOPIC = "bench_read"
 WRITE_TOPIC = "bench_write"
-JAVA_WRITE_TOPIC = "bench_java_write"
 PARTITIONS = 3
 
 
@@ -56,7 +55,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-tubemq-") as tmp:
         cluster = TubeMQCluster.start(Path(tmp) / "run")
         try:
-            cluster.create_topics((READ_TOPIC, WRITE_TOPIC, JAVA_WRITE_TOPIC), PARTITIONS)
+            cluster.create_topics((READ_TOPIC, WRITE_TOPIC), PARTITIONS)
             probe = JavaProbe(Path(tmp) / "probe")
             rows, details = run(cluster, probe, n, size)
         finally:

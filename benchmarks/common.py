@@ -218,10 +218,14 @@ def _ready(_: int) -> bool:
     return True
 
 
-READING_DDL = (
-    "struct<name: string, count: bigint, ratio: double, ok: boolean, note: string, "
-    "at: timestamp, tags: array<string>, place: struct<city: string, zip: bigint>>"
-)
+def reading_schema() -> Any:
+    """READING as the connector types it: its Spark and Arrow types."""
+    from pulsar_spark.arrow.values import ValueSchema
+    from pulsar_spark.protocol import pb
+    from pulsar_spark.protocol.schemas import SchemaInfo
+
+    avro = pb.Schema.Type.Value("Avro")
+    return ValueSchema.of("bench", SchemaInfo(avro, json.dumps(READING).encode(), "", (), None))
 
 
 def reading(n: int) -> dict[str, Any]:

@@ -801,13 +801,11 @@ class ApacheAnswers:
         return changed
 
     def answer(self, command: pb.BaseCommand) -> pb.BaseCommand | None:
-        """GET_SCHEMA answered as an Apache broker does (pulsar-lite never answers it), and a
-        PRODUCER with an incompatible schema refused as Apache refuses it."""
+        """GET_SCHEMA and GET_TOPICS_OF_NAMESPACE answered as an Apache broker answers them
+        (pulsar-lite answers neither), and a PRODUCER with an incompatible schema refused as
+        Apache refuses it."""
         if command.type == Type.PRODUCER:
             return self._refuse_incompatible(command.producer)
-
-        """GET_SCHEMA and GET_TOPICS_OF_NAMESPACE answered as an Apache broker answers them
-        (pulsar-lite answers neither)."""
         if command.type == Type.GET_TOPICS_OF_NAMESPACE:
             return self._topics_of_namespace(command.getTopicsOfNamespace)
         if command.type != Type.GET_SCHEMA:
@@ -896,14 +894,22 @@ class ApacheAnswers:
         return True
 
 
+APACHE_VERSION = "Pulsar Server4.0.1"
+"""A server version an Apache broker names in CONNECTED, for ``apache_proxy(named=True)``."""
+
+
 def apache_proxy(
     target: tuple[str, int],
     *,
     tls: ssl.SSLContext | None = None,
     auth: AuthPolicy | None = None,
+    named: bool = False,
 ) -> tuple[BrokerProxy, ApacheAnswers]:
-    """A proxy to ``target`` answering like Apache Pulsar, and its rewrite's settings."""
+    """A proxy to ``target`` answering like Apache Pulsar, and its rewrite's settings; with
+    ``named``, its CONNECTED names it as Apache Pulsar too (else the broker's own name)."""
     answers = ApacheAnswers()
+    if named:
+        answers.server_version = APACHE_VERSION
     proxy = BrokerProxy(target, answers, tls=tls, auth=auth, answer=answers.answer)
     answers.url = proxy.url
     return proxy, answers

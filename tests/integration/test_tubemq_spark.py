@@ -30,11 +30,10 @@ from support.tubemq_fixtures import (
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.cluster import lookup_partitions
+from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.client.tubemq.producer import TubeMQProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
-
-INDEX_ENTRY = 28  # bytes of store index per message
 
 
 def load(spark: SparkSession, cluster: TubeMQCluster, topic: str, **options: str) -> DataFrame:
@@ -80,7 +79,7 @@ def test_spark_reads_what_the_java_client_wrote(
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC)) == sorted([full, plain, attrs_only])
 
     # From offset 28 on: the second and third messages, read from offset 28.
-    from_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY))
+    from_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY_SIZE))
     assert rows(
         load(spark, tubemq_cluster, SPARK_READ_TOPIC, startingOffsets=from_second)
     ) == sorted([(*plain[:3], 28, *plain[4:]), (*attrs_only[:3], 28, *attrs_only[4:])])
@@ -89,7 +88,7 @@ def test_spark_reads_what_the_java_client_wrote(
     # first message at or after 28 (found by a read from 28, matched by message id).
     nothing = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), 0))
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=nothing)) == []
-    to_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY))
+    to_second = json.dumps(dict.fromkeys(partition_keys(SPARK_READ_TOPIC), INDEX_ENTRY_SIZE))
     assert rows(load(spark, tubemq_cluster, SPARK_READ_TOPIC, endingOffsets=to_second)) == [full]
 
 
@@ -107,12 +106,12 @@ def test_offsets_are_exact_where_a_partition_has_the_store_alone(
         df = load(spark, tubemq_cluster, SPARK_OFFSETS_TOPIC, **options)
         return [(r[0], r[3]) for r in rows(df)]
 
-    every = [(f"only {i}".encode(), INDEX_ENTRY * i) for i in range(4)]
+    every = [(f"only {i}".encode(), INDEX_ENTRY_SIZE * i) for i in range(4)]
     assert read() == every
     # every read scanned this partition's messages only: ranges are cut exactly
-    assert read(endingOffsets=json.dumps({key: 2 * INDEX_ENTRY})) == every[:2]
-    window = {"startingOffsets": json.dumps({key: INDEX_ENTRY})}
-    assert read(**window, endingOffsets=json.dumps({key: 3 * INDEX_ENTRY})) == every[1:3]
+    assert read(endingOffsets=json.dumps({key: 2 * INDEX_ENTRY_SIZE})) == every[:2]
+    window = {"startingOffsets": json.dumps({key: INDEX_ENTRY_SIZE})}
+    assert read(**window, endingOffsets=json.dumps({key: 3 * INDEX_ENTRY_SIZE})) == every[1:3]
 
 
 def test_java_client_reads_what_spark_wrote(
@@ -207,7 +206,7 @@ def test_available_now_stream_reads_each_message_once(
 
     first = stream_once(spark, tubemq_cluster, checkpoint)
     assert list(first.values()) == [sorted((f"first {i}".encode(), keys[i % 3]) for i in range(6))]
-    assert last_offsets(checkpoint) == dict.fromkeys(keys, 6 * INDEX_ENTRY)
+    assert last_offsets(checkpoint) == dict.fromkeys(keys, 6 * INDEX_ENTRY_SIZE)
 
     with TubeMQProducer.open(masters, SPARK_STREAM_TOPIC) as producer:
         for i in range(4):
@@ -216,7 +215,7 @@ def test_available_now_stream_reads_each_message_once(
     assert list(second.values()) == [
         sorted((f"second {i}".encode(), keys[i % 3]) for i in range(4))
     ]
-    assert last_offsets(checkpoint) == dict.fromkeys(keys, 10 * INDEX_ENTRY)
+    assert last_offsets(checkpoint) == dict.fromkeys(keys, 10 * INDEX_ENTRY_SIZE)
 
     third = stream_once(spark, tubemq_cluster, checkpoint)
     assert [batch for batch in third.values() if batch] == []

@@ -102,16 +102,11 @@ def own_broker() -> Iterator[Callable[..., LocalBroker]]:
         local.stop()
 
 
-APACHE_VERSION = "Pulsar Server4.0.1"
-"""The server version the schema proxy's CONNECTED names, so clients treat it as Apache's."""
-
-
 @pytest.fixture
 def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, pulsar.Client]]:
     """A proxy answering like an Apache broker (schemas kept, GET_SCHEMA answered, named as
     Apache Pulsar), and an official client using it."""
-    proxy, answers = apache_proxy((broker.host, broker.port))
-    answers.server_version = APACHE_VERSION
+    proxy, answers = apache_proxy((broker.host, broker.port), named=True)
     official = official_client(proxy.url)
     try:
         yield proxy, answers, official
