@@ -1,16 +1,19 @@
-"""Where a publish time falls in a partition, found by bisection or the broker's seek, not a scan.
+"""Where a publish time falls in a partition, found by a search over entry ids or the broker's
+seek, not a scan.
 
 How this works: the answer is the first entry whose publish time is at or after ``millis``.
 
-1. The partition's last entry is read (one entry, through the range reader). If it was
-   published before ``millis``, no entry qualifies and nothing else is asked: seeking past the
-   end is where brokers differ (Apache Pulsar parks the cursor at the end, pulsar-lite drops
-   the connection).
+1. The partition's last entry is read (one entry). If it was published before ``millis``, no
+   entry qualifies and nothing else is asked: seeking past the end is where brokers differ
+   (Apache Pulsar parks the cursor at the end, pulsar-lite drops the connection).
 2. Entry ids are dense inside a ledger (0, 1, ... up to the last), so when the first entry of
    the last entry's ledger was published before ``millis`` the answer lies in that ledger and
-   is found by bisection over its entry ids, reading one entry per step (12 reads for 4,000
-   entries). pulsar-lite keeps a topic in one ledger and its own seek by time reads every entry
-   from the start, so there this is the usual path.
+   is found by :func:`~pulsar_spark.protocol.time_search.first_at_or_after`, reading one entry
+   per guess: it guesses by interpolating publish times between the entries known to lie on
+   either side, and needs at most one read more than bisection would (on 4,279 entries written
+   by one producer: 9 reads on average, where bisection needs 14). pulsar-lite keeps a topic in
+   one ledger and its own seek by time reads every entry from the start, so there this is the
+   usual path.
 3. Otherwise (the answer may lie in an earlier ledger, whose entry counts the binary protocol
    does not tell) a non-durable subscription that has not been given any permits is moved with
    ``Seek(message_publish_time)``; then one permit is sent and the first entry delivered is
@@ -35,6 +38,7 @@ from pulsar_spark.client.retry import Retrier
 from pulsar_spark.errors import RequestTimeoutError, ResourceClosedError, SeekError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.payload import parse_payload_section
+from pulsar_spark.protocol.time_search import first_at_or_after
 
 
 def first_published_at(
@@ -42,34 +46,21 @@ def first_published_at(
 ) -> MessageId | None:
     """The whole-entry id of the first entry of ``topic`` published at or after ``millis`` (ms),
     or None when every entry up to ``last`` (the partition's last entry) was published before."""
-    if _publish_time(lookup, topic, last, settings) < millis:
+
+    def publish_time(entry_id: int) -> int:
+        return _publish_time(lookup, topic, _entry(last, entry_id), settings)
+
+    found = first_at_or_after(publish_time, 0, last.entry_id, millis)
+    if found is None:
         return None
-    found = _bisect_last_ledger(lookup, topic, last, millis, settings)
-    if found is not None:
-        return found
+    if found > 0:
+        return _entry(last, found)
     return _seek(lookup, topic, last, millis, settings)
 
 
-def _bisect_last_ledger(
-    lookup: Lookup, topic: str, last: MessageId, millis: int, settings: ReaderSettings
-) -> MessageId | None:
-    """The answer when it lies in ``last``'s ledger after its first entry, else None.
-
-    ``last`` was published at or after ``millis``."""
-
-    def entry(entry_id: int) -> MessageId:
-        return MessageId(last.ledger_id, entry_id, -1, last.partition)
-
-    if last.entry_id == 0 or _publish_time(lookup, topic, entry(0), settings) >= millis:
-        return None
-    before, at_or_after = 0, last.entry_id  # published before millis / at or after it
-    while at_or_after - before > 1:
-        middle = (before + at_or_after) // 2
-        if _publish_time(lookup, topic, entry(middle), settings) < millis:
-            before = middle
-        else:
-            at_or_after = middle
-    return entry(at_or_after)
+def _entry(last: MessageId, entry_id: int) -> MessageId:
+    """The whole entry ``entry_id`` of ``last``'s ledger."""
+    return MessageId(last.ledger_id, entry_id, -1, last.partition)
 
 
 def _seek(
