@@ -1,4 +1,4 @@
-"""Scale: more tasks than partitions, and time positions by seek, in one run.
+"""Scale: more tasks than partitions, and time positions found without a scan, in one run.
 
 One broker, one topic with a single partition of 4,000,000 messages of 100 bytes, published
 with the official producer in two parts: the first 99%, then (after a pause, whose start is
@@ -7,9 +7,10 @@ measured):
 
 - ``full``: ``spark.read.format("pulsar")`` of the partition, one task.
 - ``minPartitions=2``: the same read cut into two tasks (one per core).
-- ``startingTime=cut``: only the last 1%, located by the broker's publish-time seek.
+- ``startingTime=cut``: only the last 1%, located by a search over the partition's entry ids
+  (:mod:`pulsar_spark.client.time_seek`, a few single-entry reads).
 - ``startingTime`` an hour ahead: nothing to read; what any query costs (Spark's job, the
-  planning and the seek), the floor under the ``startingTime`` read.
+  planning and one read of the last entry), the floor under the ``startingTime`` read.
 
 Reports msg/s of each, the speed-up of two tasks over one (goal: at least 1.7x) and the time of
 the ``startingTime`` read as a share of the full read (goal: at most 5%). Row counts are

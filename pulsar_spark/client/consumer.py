@@ -136,11 +136,24 @@ class Consumer:
 
     def seek_publish_time(self, publish_time: int) -> None:
         """Move the cursor to the first entry published at or after ``publish_time`` (ms)."""
+        self._seek(f"seek {self.topic} to publish time {publish_time}", publish_time=publish_time)
+
+    def seek_message_id(self, message_id: MessageId) -> None:
+        """Move the cursor to the entry ``message_id`` names (pulsar-lite delivers it next)."""
+        self._seek(f"seek {self.topic} to {message_id}", message_id=message_id)
+
+    def _seek(
+        self, what: str, *, publish_time: int | None = None, message_id: MessageId | None = None
+    ) -> None:
+        """Seek, then drop what was delivered before the seek and not yet taken."""
         self.connection.request(
             lambda rid: commands.seek(
-                consumer_id=self.consumer_id, request_id=rid, publish_time=publish_time
+                consumer_id=self.consumer_id,
+                request_id=rid,
+                publish_time=publish_time,
+                message_id=message_id,
             ),
-            what=f"seek {self.topic} to publish time {publish_time}",
+            what=what,
             timeout=self.timeout,
         )
         with self._ready:

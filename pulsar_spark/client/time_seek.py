@@ -1,16 +1,20 @@
-"""Where a publish time falls in a partition, found by bisection or the broker's seek, not a scan.
+"""Where a publish time falls in a partition, found by a search over entry ids or the broker's
+seek, not a scan.
 
 How this works: the answer is the first entry whose publish time is at or after ``millis``.
 
-1. The partition's last entry is read (one entry, through the range reader). If it was
-   published before ``millis``, no entry qualifies and nothing else is asked: seeking past the
-   end is where brokers differ (Apache Pulsar parks the cursor at the end, pulsar-lite drops
-   the connection).
+1. The partition's last entry is read (one entry). If it was published before ``millis``, no
+   entry qualifies and nothing else is asked: seeking past the end is where brokers differ
+   (Apache Pulsar parks the cursor at the end, pulsar-lite drops the connection).
 2. Entry ids are dense inside a ledger (0, 1, ... up to the last), so when the first entry of
    the last entry's ledger was published before ``millis`` the answer lies in that ledger and
-   is found by bisection over its entry ids, reading one entry per step (12 reads for 4,000
-   entries). pulsar-lite keeps a topic in one ledger and its own seek by time reads every entry
-   from the start, so there this is the usual path.
+   is found by :func:`~pulsar_spark.protocol.time_search.first_at_or_after`, reading one entry
+   per guess: it guesses by interpolating publish times between the entries known to lie on
+   either side, and needs at most one read more than bisection would (on 4,279 entries written
+   by one producer: 9 reads on average, where bisection needs 14). On pulsar-lite one consumer
+   makes every read, moved from entry to entry by ``Seek(message_id)`` (see
+   :class:`_EntryReads`). pulsar-lite keeps a topic in one ledger and its own seek by time
+   reads every entry from the start, so there this is the usual path.
 3. Otherwise (the answer may lie in an earlier ledger, whose entry counts the binary protocol
    does not tell) a non-durable subscription that has not been given any permits is moved with
    ``Seek(message_publish_time)``; then one permit is sent and the first entry delivered is
@@ -27,6 +31,7 @@ disagree loses nothing inside the range that is read.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pulsar_spark.client.consumer import Consumer, Delivery, new_subscription_name
 from pulsar_spark.client.lookup import Lookup
@@ -34,7 +39,9 @@ from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
 from pulsar_spark.client.retry import Retrier
 from pulsar_spark.errors import RequestTimeoutError, ResourceClosedError, SeekError
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.connection import is_pulsar_lite
 from pulsar_spark.protocol.payload import parse_payload_section
+from pulsar_spark.protocol.time_search import first_at_or_after
 
 
 def first_published_at(
@@ -42,34 +49,65 @@ def first_published_at(
 ) -> MessageId | None:
     """The whole-entry id of the first entry of ``topic`` published at or after ``millis`` (ms),
     or None when every entry up to ``last`` (the partition's last entry) was published before."""
-    if _publish_time(lookup, topic, last, settings) < millis:
+
+    with _EntryReads(lookup, topic, last, settings) as reads:
+        found = first_at_or_after(reads.publish_time, 0, last.entry_id, millis)
+    if found is None:
         return None
-    found = _bisect_last_ledger(lookup, topic, last, millis, settings)
-    if found is not None:
-        return found
+    if found > 0:
+        return _entry(last, found)
     return _seek(lookup, topic, last, millis, settings)
 
 
-def _bisect_last_ledger(
-    lookup: Lookup, topic: str, last: MessageId, millis: int, settings: ReaderSettings
-) -> MessageId | None:
-    """The answer when it lies in ``last``'s ledger after its first entry, else None.
+def _entry(last: MessageId, entry_id: int) -> MessageId:
+    """The whole entry ``entry_id`` of ``last``'s ledger."""
+    return MessageId(last.ledger_id, entry_id, -1, last.partition)
 
-    ``last`` was published at or after ``millis``."""
 
-    def entry(entry_id: int) -> MessageId:
-        return MessageId(last.ledger_id, entry_id, -1, last.partition)
+class _EntryReads:
+    """The publish times of single entries of ``last``'s ledger, read one at a time.
 
-    if last.entry_id == 0 or _publish_time(lookup, topic, entry(0), settings) >= millis:
-        return None
-    before, at_or_after = 0, last.entry_id  # published before millis / at or after it
-    while at_or_after - before > 1:
-        middle = (before + at_or_after) // 2
-        if _publish_time(lookup, topic, entry(middle), settings) < millis:
-            before = middle
+    On pulsar-lite one consumer serves every read: it subscribes at the first entry asked for
+    and is moved to each later one with ``Seek(message_id)``, then given one permit (a read
+    takes about a third of the time of subscribing a consumer for it). Apache Pulsar closes a
+    consumer whose cursor it resets, so on other brokers each read has a range reader of its
+    own.
+    """
+
+    def __init__(
+        self, lookup: Lookup, topic: str, last: MessageId, settings: ReaderSettings
+    ) -> None:
+        self.lookup = lookup
+        self.topic = topic
+        self.last = last
+        self.settings = settings
+        self.seeks = is_pulsar_lite(lookup.connect_to_owner(topic).server_version)
+        self._consumer: Consumer | None = None
+
+    def publish_time(self, entry_id: int) -> int:
+        """The publish time (ms) of entry ``entry_id``."""
+        entry = _entry(self.last, entry_id)
+        if not self.seeks:
+            return _publish_time(self.lookup, self.topic, entry, self.settings)
+        if self._consumer is None:
+            timeout = self.settings.request_timeout
+            self._consumer = Consumer(self.lookup, self.topic, entry, timeout=timeout)
         else:
-            at_or_after = middle
-    return entry(at_or_after)
+            self._consumer.seek_message_id(entry)
+        wanted = (entry.ledger_id, entry.entry_id)
+
+        def is_wanted(delivery: Delivery) -> bool:
+            found = delivery.message.message_id
+            return (found.ledgerId, found.entryId) == wanted
+
+        return _published(_first_delivery(self._consumer, self.settings, is_wanted))
+
+    def __enter__(self) -> _EntryReads:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 def _seek(
@@ -125,18 +163,27 @@ def _published(delivery: Delivery) -> int:
     return int(parse_payload_section(delivery.payload or b"").metadata.publish_time)
 
 
-def _first_delivery(consumer: Consumer, settings: ReaderSettings) -> Delivery:
+def _first_delivery(
+    consumer: Consumer,
+    settings: ReaderSettings,
+    wanted: Callable[[Delivery], bool] = lambda _: True,
+) -> Delivery:
+    """The first delivery ``wanted`` accepts after a seek, one permit at a time (others are
+    entries sent before the seek: each gets its permit back)."""
     deadline = time.monotonic() + settings.request_timeout
     wait = settings.nudge_interval
     consumer.flow(1)
     while True:
         delivery = consumer.receive(wait)
         if delivery is not None:
-            return delivery
+            if wanted(delivery):
+                return delivery
+            consumer.flow(1)
+            continue
         if time.monotonic() >= deadline:
             raise RequestTimeoutError(
                 f"{consumer.topic}: no entry delivered within {settings.request_timeout:g}s "
-                "after a seek by publish time"
+                "after a seek"
             )
         consumer.flow(1)
         wait = min(wait * 2, settings.max_nudge_interval)

@@ -220,13 +220,21 @@ def ack_set_words(first: int, end: int) -> list[int]:
     return words
 
 
-def seek(*, consumer_id: int, request_id: int, publish_time: int) -> bytes:
-    return _frame(
-        Type.SEEK,
-        seek=pb.CommandSeek(
-            consumer_id=consumer_id, request_id=request_id, message_publish_time=publish_time
-        ),
-    )
+def seek(
+    *,
+    consumer_id: int,
+    request_id: int,
+    publish_time: int | None = None,
+    message_id: MessageId | None = None,
+) -> bytes:
+    """Move a subscription's cursor to the first entry published at or after ``publish_time``
+    (ms), or to the entry ``message_id`` names; give one of the two."""
+    command = pb.CommandSeek(consumer_id=consumer_id, request_id=request_id)
+    if publish_time is not None:
+        command.message_publish_time = publish_time
+    if message_id is not None:
+        command.message_id.CopyFrom(message_id_data(message_id))
+    return _frame(Type.SEEK, seek=command)
 
 
 def get_last_message_id(*, consumer_id: int, request_id: int) -> bytes:

@@ -427,6 +427,18 @@ def test_seek() -> None:
     assert not cmd.seek.HasField("message_id")
 
 
+def test_seek_to_a_message_id() -> None:
+    cmd = decode_one(
+        commands.seek(consumer_id=6, request_id=7, message_id=MessageId(3, 41, partition=2))
+    ).command
+    assert cmd.type == Type.SEEK
+    assert (cmd.seek.consumer_id, cmd.seek.request_id) == (6, 7)
+    seek_id = cmd.seek.message_id
+    assert (seek_id.ledgerId, seek_id.entryId, seek_id.partition) == (3, 41, 2)
+    assert not seek_id.HasField("batch_index")
+    assert not cmd.seek.HasField("message_publish_time")
+
+
 def test_get_last_message_id() -> None:
     cmd = decode_one(commands.get_last_message_id(consumer_id=8, request_id=9)).command
     assert cmd.type == Type.GET_LAST_MESSAGE_ID
