@@ -146,6 +146,8 @@ class _Payloads:
         if kind == pa.binary():
             return array
         text = array.view(pa.string())
+        if _ascii(array):
+            return text
         try:
             text.validate(full=True)
         except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
@@ -220,6 +222,16 @@ def _binary(spans: Spans) -> pa.Array:
     return pa.Array.from_buffers(
         pa.binary(), count, [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
     )
+
+
+def _ascii(array: pa.Array) -> bool:
+    """Whether every byte of a binary array (as built by :func:`_binary`, from offset 0) is
+    ASCII, and so valid UTF-8: a check several times cheaper than Arrow's full validation."""
+    _, offsets, data = array.buffers()
+    if data is None or not len(array):
+        return True
+    used = int(np.frombuffer(offsets, dtype=np.int32)[len(array)])
+    return bool((np.frombuffer(data, dtype=np.uint8, count=used) < 0x80).all())
 
 
 def _text(raw: bytes | None) -> str | None:

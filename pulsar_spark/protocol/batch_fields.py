@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +20,7 @@ from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol.messages import (
     BoolArray,
     EntryInfo,
+    Int32Array,
     Int64Array,
     MessageColumns,
     PropertyColumns,
@@ -71,6 +74,19 @@ class BatchFields:
             item_length=self.item_length[first:last],
         )
 
+    def split(self, counts: Sequence[int]) -> list[BatchFields]:
+        """The fields of each of consecutive batches: batch k is the next ``counts[k]``
+        records."""
+        return [self.rows(first, first + count) for first, count in _bounds(counts)]
+
+
+def _bounds(counts: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """(first record, count) of each of consecutive batches of ``counts`` records."""
+    first = 0
+    for count in counts:
+        yield first, count
+        first += count
+
 
 def message_key(
     partition_key: str | bytes, present: bool, b64: bool, null_key: bool = False
@@ -112,6 +128,43 @@ def to_columns(info: EntryInfo, data: bytes, fields: BatchFields) -> MessageColu
     if not fields.compacted_out.any():
         return columns
     return columns.take(np.flatnonzero(~fields.compacted_out))
+
+
+def to_columns_each(
+    infos: Sequence[EntryInfo], data: bytes, fields: BatchFields, counts: Sequence[int]
+) -> list[MessageColumns]:
+    """The columns of consecutive batches whose records ``fields`` describes together (batch
+    k, entry ``infos[k]``, is the next ``counts[k]`` records): the rules of :func:`to_columns`
+    applied to all records at once, then cut per batch."""
+    if len(infos) == 1 or fields.compacted_out.any():  # rows are removed batch by batch
+        return [
+            to_columns(info, data, part)
+            for info, part in zip(infos, fields.split(counts), strict=True)
+        ]
+    whole = to_columns(infos[0], data, fields)
+    indexes = np.arange(max(counts), dtype=np.int32)
+    return [
+        _alone(whole.slice(first, first + count), info, indexes[:count])
+        for info, (first, count) in zip(infos, _bounds(counts), strict=True)
+    ]
+
+
+def _alone(part: MessageColumns, info: EntryInfo, batch_index: Int32Array) -> MessageColumns:
+    """A batch cut from the columns of several, as :func:`to_columns` makes it alone: its own
+    entry and batch indexes, no validity where all are valid, no keys or properties where it
+    has none."""
+    values, key, properties = part.values, part.key, part.properties
+    if values.valid is not None and values.valid.all():
+        values = dataclasses.replace(values, valid=None)
+    if key is not None and key.valid is not None:
+        key = None if not key.valid.any() else key
+        if key is not None and key.valid is not None and key.valid.all():
+            key = dataclasses.replace(key, valid=None)
+    if properties is not None and properties.offsets[-1] == 0:
+        properties = None
+    return dataclasses.replace(
+        part, entry=info, batch_index=batch_index, values=values, key=key, properties=properties
+    )
 
 
 def _keys(data: bytes, fields: BatchFields) -> Spans | None:

@@ -28,7 +28,8 @@ Only field positions and numbers come out (:class:`BatchFields`); nothing is cop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -97,41 +98,42 @@ class _Bytes:
 
 def scan_batch(data: bytes, count: int, base_sequence: int) -> BatchFields | None:
     """The fields of the ``count`` records in ``data``, or None to leave them to the walk."""
-    found = scan_batches(data, [len(data)], [count], [base_sequence])
-    return None if found is None else found[0]
+    return scan_batches(data, [len(data)], [count], [base_sequence])
 
 
 def scan_batches(
     data: bytes, sizes: Sequence[int], counts: Sequence[int], base_sequences: Sequence[int]
-) -> list[BatchFields] | None:
-    """The fields of several batches laid end to end in ``data`` (batch k: ``sizes[k]`` bytes,
-    ``counts[k]`` records, the batch's sequence id ``base_sequences[k]``), in one scan whose
-    fixed cost is paid once; positions are into ``data``. None when any of them is left to the
-    walk (then each can be scanned alone)."""
+) -> BatchFields | None:
+    """The fields of every record of several batches laid end to end in ``data`` (batch k:
+    ``sizes[k]`` bytes, ``counts[k]`` records, the batch's sequence id ``base_sequences[k]``),
+    in one scan whose fixed cost is paid once; positions are into ``data``, and
+    :meth:`BatchFields.split` cuts them per batch. None when any of them is left to the walk
+    (then each can be scanned alone)."""
     total = sum(counts)
     if len(data) < 8:
         return None
     raw = _Bytes(data)
-    starts = _candidates(raw)
+    starts, smm_end = _candidates(raw)
     if len(starts) < total:
         return None
-    smm_end = starts + 4 + ((raw.u8[starts + 2].astype(np.int64) << 8) | raw.u8[starts + 3])
-    fields = _read_smms(raw, starts + 4, smm_end)
-    if fields is None:
+    table = _read_smms(raw, starts + 4, smm_end)
+    if table is None:
         return None
-    table = _FieldTable(fields, len(starts))
+    if table.rows is not None:
+        starts, smm_end = starts[table.rows], smm_end[table.rows]
     payload_size = table.number(_PAYLOAD_SIZE)
     chain = _chain(starts, smm_end + payload_size, table.has(_PAYLOAD_SIZE), raw.size, total)
     if chain is None:
         return None
     firsts = np.zeros(len(counts), dtype=np.int64)
     np.cumsum(counts[:-1], out=firsts[1:])
+    pick = _picker(chain, len(starts))
     if len(counts) > 1:
         # The chain crossed every boundary between batches: at the record each batch counts?
         boundaries = np.cumsum(np.array(sizes[:-1], dtype=np.int64))
-        if not np.array_equal(starts[chain][firsts[1:]], boundaries):
+        if not np.array_equal(pick(starts)[firsts[1:]], boundaries):
             return None
-    pairs = _pairs(raw, fields, chain, len(starts))
+    pairs = _pairs(raw, *table.property_bounds(chain))
     if pairs is None:
         return None
     offsets, name_start, name_length, item_start, item_length = pairs
@@ -140,73 +142,72 @@ def scan_batches(
         np.array(base_sequences, dtype=np.uint64) - firsts.astype(np.uint64),
         np.array(counts, dtype=np.int64),
     )
-    whole = BatchFields(
-        value_start=smm_end[chain],
-        value_length=payload_size[chain],
-        null_value=table.flag(_NULL_VALUE)[chain],
-        key_start=table.start(_KEY)[chain],
-        key_length=table.number(_KEY)[chain],
-        has_key=table.has(_KEY)[chain],
-        key_b64=table.flag(_KEY_B64)[chain],
-        null_key=table.flag(_NULL_KEY)[chain],
-        event_time=table.number(_EVENT_TIME)[chain],
+    return BatchFields(
+        value_start=pick(smm_end),
+        value_length=pick(payload_size),
+        null_value=pick(table.flag(_NULL_VALUE)),
+        key_start=pick(table.start(_KEY)),
+        key_length=pick(table.number(_KEY)),
+        has_key=pick(table.has(_KEY)),
+        key_b64=pick(table.flag(_KEY_B64)),
+        null_key=pick(table.flag(_NULL_KEY)),
+        event_time=pick(table.number(_EVENT_TIME)),
         sequence_id=np.where(
-            table.has(_SEQUENCE_ID)[chain],
-            table.number(_SEQUENCE_ID)[chain],
+            pick(table.has(_SEQUENCE_ID)),
+            pick(table.number(_SEQUENCE_ID)),
             default.view(np.int64),
         ),
-        compacted_out=table.flag(_COMPACTED_OUT)[chain],
+        compacted_out=pick(table.flag(_COMPACTED_OUT)),
         property_offsets=offsets,
         name_start=name_start,
         name_length=name_length,
         item_start=item_start,
         item_length=item_length,
     )
-    if len(counts) == 1:
-        return [whole]
-    return [
-        whole.rows(int(first), int(first) + count)
-        for first, count in zip(firsts, counts, strict=True)
-    ]
 
 
-def _candidates(raw: _Bytes) -> _I64:
+def _candidates(raw: _Bytes) -> tuple[_I64, _I64]:
     """Offsets that may begin a record: two zero bytes, two more (the SMM's size, not 0 and
-    within the batch), then the tag an SMM can begin with."""
+    within the batch), then the tag an SMM can begin with; and where each one's SMM would end."""
     end = raw.size - 4
     if end <= 0:
-        return np.zeros(0, dtype=np.int64)
+        nothing = np.zeros(0, dtype=np.int64)
+        return nothing, nothing
     at = np.flatnonzero(raw.u8[:end] == 0)
     at = at[raw.u8[at + 1] == 0]
-    size = (raw.u8[at + 2].astype(np.int64) << 8) | raw.u8[at + 3]
-    plausible = (size > 0) & (at + 4 + size <= raw.size) & _OPENING[raw.u8[at + 4]]
-    found: _I64 = at[plausible].astype(np.int64)
-    return found
+    smm_end = at + 4 + ((raw.u8[at + 2].astype(np.int64) << 8) | raw.u8[at + 3])
+    plausible = (smm_end > at + 4) & (smm_end <= raw.size) & _OPENING[raw.u8[at + 4]]
+    return at[plausible].astype(np.int64), smm_end[plausible]
 
 
 _State = _Index | np.intp  # per candidate, or one for all: 256 x the last field number read
 
 
-def _read_smms(raw: _Bytes, begin: _I64, end: _I64) -> _Fields | None:
-    """Read all SMMs in lockstep, one field per round (see the module docstring). Returns
-    every field of the candidates whose bytes are an SMM; None when none are."""
-    parts: list[_Fields] = []
+def _read_smms(raw: _Bytes, begin: _I64, end: _I64) -> _FieldTable | None:
+    """Read all SMMs in lockstep, one field per round (see the module docstring). Returns the
+    fields of the candidates whose bytes are an SMM; None when none are."""
+    rounds: list[_Fields] = []
     failed: list[_Index] = []
     who = np.arange(len(begin), dtype=np.intp)
     pos, stop = begin, end
     state: _State = np.intp(0)
     while len(who):
         tag = raw.u8[pos]
-        value, length = raw.varints(pos + 1)
-        start = pos + 1 + length
+        after_tag = pos + 1
+        value, length = raw.varints(after_tag)
+        start = after_tag + length
         following, allowed, state = _step(tag, value, start, state)
+        rounds.append((who, tag, value, start))
+        going = following < stop
+        if isinstance(length, int) and going.all() and allowed.all():
+            pos = following  # the usual round: a field every candidate may read, none the last
+            continue
         ok = allowed & (following <= stop)
         if not isinstance(length, int):
             ok &= length > 0
         if not ok.all():
             failed.append(who[~ok])
-        parts.append((who, tag, value, start))
-        going = ok & (following < stop)
+        going &= ok
         if going.all():
             pos = following
             continue
@@ -214,15 +215,45 @@ def _read_smms(raw: _Bytes, begin: _I64, end: _I64) -> _Fields | None:
         who, pos, stop = who[kept], following[kept], stop[kept]
         if not isinstance(state, np.intp):
             state = state[kept]
-    who, tag, value, start = (np.concatenate(column) for column in zip(*parts, strict=True))
+    good = None
     if failed:
         good = np.ones(len(begin), dtype=np.bool_)
         good[np.concatenate(failed)] = False
         if not good.any():
             return None
+    alike = _alike(rounds, good, len(begin))
+    if alike is not None:
+        return alike
+    who, tag, value, start = (np.concatenate(column) for column in zip(*rounds, strict=True))
+    if good is not None:
         keep = np.flatnonzero(good[who])
         who, tag, value, start = who[keep], tag[keep], value[keep], start[keep]
-    return who, tag, value, start
+    return _Scattered((who, tag, value, start), len(begin))
+
+
+def _alike(
+    rounds: list[_Fields], good: npt.NDArray[np.bool_] | None, candidates: int
+) -> _Uniform | None:
+    """The SMMs' fields as a :class:`_Uniform` table when every round read the same field of
+    every SMM (candidates that turned out not to be SMMs left aside); else None."""
+    if good is None:
+        if all(len(who) == candidates and _same(tag) for who, tag, _, _ in rounds):
+            return _Uniform(rounds, None)
+        return None
+    smms = np.flatnonzero(good)
+    theirs = []
+    for who, tag, value, start in rounds:
+        mine = np.flatnonzero(good[who])
+        if not len(mine):
+            continue  # a round only candidates that are not SMMs went on to
+        if len(mine) != len(smms) or not _same(tag[mine]):
+            return None
+        theirs.append((who[mine], tag[mine], value[mine], start[mine]))
+    return _Uniform(theirs, smms)
+
+
+def _same(tag: npt.NDArray[np.uint8]) -> bool:
+    return bool((tag == tag[0]).all())
 
 
 def _step(
@@ -238,12 +269,76 @@ def _step(
     return following, _MAY_FOLLOW[state + tag], _STATE_AFTER[tag]
 
 
+_Bounds = tuple[_I64, _I64, _I64]  # per-message offsets into the pairs; each pair's start, end
+
+
 class _FieldTable:
-    """The last number and string start of every field 2 to 15 of every candidate (field 1,
-    the properties, repeats and is read by :func:`_pairs`)."""
+    """The last number and string start of every field 2 to 15 of every candidate, and where
+    the properties (field 1, which repeats) lie. Its rows are the candidates, or those that
+    ``rows`` names."""
+
+    rows: _Index | None = None
+
+    def number(self, field: int) -> _I64:
+        raise NotImplementedError
+
+    def start(self, field: int) -> _I64:
+        raise NotImplementedError
+
+    def has(self, field: int) -> npt.NDArray[np.bool_]:
+        raise NotImplementedError
+
+    def flag(self, field: int) -> npt.NDArray[np.bool_]:
+        set_: npt.NDArray[np.bool_] = self.number(field) != 0
+        return set_
+
+    def property_bounds(self, chain: _Index) -> _Bounds:
+        """For the records ``chain`` names: offsets of each one's KeyValues, grouped by record
+        in their order, and where each KeyValue begins and ends."""
+        raise NotImplementedError
+
+
+class _Uniform(_FieldTable):
+    """Every candidate is an SMM with the same fields in the same order (the usual case: one
+    producer writes every record alike): round r read the same field of all of them, so each
+    round's arrays are that field's column as they are."""
+
+    def __init__(self, rounds: list[_Fields], rows: _Index | None) -> None:
+        self.rows = rows
+        self._candidates = len(rounds[0][0])
+        self._columns = {int(tag[0]) >> 3: (value, start) for _, tag, value, start in rounds}
+        self._properties = [r for r in rounds if r[1][0] == _PROPERTY]
+
+    def number(self, field: int) -> _I64:
+        column = self._columns.get(field)
+        return np.zeros(self._candidates, np.int64) if column is None else column[0].view(np.int64)
+
+    def start(self, field: int) -> _I64:
+        column = self._columns.get(field)
+        return np.zeros(self._candidates, np.int64) if column is None else column[1]
+
+    def has(self, field: int) -> npt.NDArray[np.bool_]:
+        return np.full(self._candidates, field in self._columns)
+
+    def property_bounds(self, chain: _Index) -> _Bounds:
+        per_message = len(self._properties)
+        if not per_message:
+            nothing = np.zeros(0, dtype=np.int64)
+            return np.zeros(len(chain) + 1, dtype=np.int64), nothing, nothing
+        offsets = np.arange(0, (len(chain) + 1) * per_message, per_message)
+        every = len(chain) == self._candidates
+        begin = np.column_stack([r[3] if every else r[3][chain] for r in self._properties])
+        size = np.column_stack([r[2] if every else r[2][chain] for r in self._properties])
+        return offsets, begin.ravel(), begin.ravel() + size.view(np.int64).ravel()
+
+
+class _Scattered(_FieldTable):
+    """Candidates whose fields differ: every field read goes to its cell of a table."""
 
     def __init__(self, fields: _Fields, candidates: int) -> None:
         who, tag, value, start = fields
+        self._fields = fields
+        self._candidates = candidates
         cell = who * _FIELDS + (tag >> 3)
         size = candidates * _FIELDS
         self._number = np.zeros(size, dtype=np.int64)
@@ -262,9 +357,34 @@ class _FieldTable:
     def has(self, field: int) -> npt.NDArray[np.bool_]:
         return self._has[field::_FIELDS]
 
-    def flag(self, field: int) -> npt.NDArray[np.bool_]:
-        set_: npt.NDArray[np.bool_] = self.number(field) != 0
-        return set_
+    def property_bounds(self, chain: _Index) -> _Bounds:
+        who, tag, value, start = self._fields
+        count = len(chain)
+        found = np.flatnonzero(tag == _PROPERTY)
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        if not len(found):
+            nothing = np.zeros(0, dtype=np.int64)
+            return offsets, nothing, nothing
+        if self._candidates == count:  # every candidate is a record: candidate i is message i
+            owner = who[found]
+        else:
+            row_of = np.full(self._candidates, -1, dtype=np.intp)
+            row_of[chain] = np.arange(count)
+            owner = row_of[who[found]]
+            found, owner = found[owner >= 0], owner[owner >= 0]
+        per_message = np.bincount(owner, minlength=count)
+        np.cumsum(per_message, out=offsets[1:])
+        found = found[_by_message(owner, per_message)]
+        begin = start[found]
+        return offsets, begin, begin + value[found].view(np.int64)
+
+
+def _picker(chain: _Index, candidates: int) -> Callable[[npt.NDArray[Any]], npt.NDArray[Any]]:
+    """Selects the records' rows of a per-candidate column: all of it when every candidate is a
+    record (no false ones), in order."""
+    if len(chain) == candidates:
+        return lambda column: column
+    return lambda column: column[chain]
 
 
 def _chain(
@@ -282,29 +402,12 @@ def _chain(
 
 
 def _pairs(
-    raw: _Bytes, fields: _Fields, chain: _Index, candidates: int
+    raw: _Bytes, offsets: _I64, begin: _I64, end: _I64
 ) -> tuple[_I64, _I64, _I64, _I64, _I64] | None:
     """Per-message offsets into the properties, then where each name and value lies; None when
     a KeyValue is not exactly a name then a value."""
-    who, tag, value, start = fields
-    count = len(chain)
-    found = np.flatnonzero(tag == _PROPERTY)
-    offsets = np.zeros(count + 1, dtype=np.int64)
-    if not len(found):
-        nothing = np.zeros(0, dtype=np.int64)
-        return offsets, nothing, nothing, nothing, nothing
-    if candidates == count:  # every candidate is a record: candidate i is message i
-        owner = who[found]
-    else:
-        row_of = np.full(candidates, -1, dtype=np.intp)
-        row_of[chain] = np.arange(count)
-        owner = row_of[who[found]]
-        found, owner = found[owner >= 0], owner[owner >= 0]
-    per_message = np.bincount(owner, minlength=count)
-    np.cumsum(per_message, out=offsets[1:])
-    found = found[_by_message(owner, per_message)]
-    begin = start[found]
-    end = begin + value[found].view(np.int64)
+    if not len(begin):
+        return offsets, begin, begin, begin, begin
     name = _string(raw, begin, end, _PAIR_NAME)
     if name is None:
         return None

@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError
 
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.batch_fields import message_key, to_columns
+from pulsar_spark.protocol.batch_fields import message_key, to_columns, to_columns_each
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
@@ -106,10 +106,7 @@ def _scan(entries: Sequence[Entry]) -> list[MessageColumns]:
         bases = [metadata.sequence_id for _, metadata, _ in entries]
         found = scan_batches(data, sizes, counts, bases)
         if found is not None:
-            return [
-                to_columns(info, data, fields)
-                for (info, _, _), fields in zip(entries, found, strict=True)
-            ]
+            return to_columns_each([info for info, _, _ in entries], data, found, counts)
     return [_scan_one(*entry) for entry in entries]
 
 

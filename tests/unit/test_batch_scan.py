@@ -14,8 +14,10 @@ import struct
 import pytest
 from support.decoding import (
     INFO,
+    assert_same_columns,
     assert_same_fields,
     batch,
+    keys_of,
     outer,
     properties_of,
     record,
@@ -207,6 +209,65 @@ def test_every_message_with_the_same_number_of_properties() -> None:
     ]
 
 
+def alike_records(
+    seed: int, count: int, *, look_alike: bool
+) -> list[tuple[pb.SingleMessageMetadata, bytes]]:
+    """Records that all carry the same fields (as one producer writes them) with random
+    contents; with ``look_alike``, some payloads hold a record of that same shape."""
+    rng = random.Random(seed)
+    keyed, b64, names = rng.random() < 0.7, rng.random() < 0.3, rng.choice([0, 1, 2, 3])
+    timed, sequenced, nulls = rng.random() < 0.5, rng.random() < 0.7, rng.random() < 0.3
+
+    def one(index: int, value: bytes) -> tuple[pb.SingleMessageMetadata, bytes]:
+        meta = smm(payload_size=len(value))
+        if keyed:
+            key = random_text(rng, 20)
+            meta.partition_key = base64.b64encode(key.encode()).decode() if b64 else key
+            meta.partition_key_b64_encoded = b64
+        for n in range(names):
+            meta.properties.add(key=f"p{n}", value=random_text(rng, rng.choice([5, 40, 200])))
+        if timed:
+            meta.event_time = 1_700_000_000_000 + index
+        if sequenced:
+            meta.sequence_id = 1000 + index
+        if nulls:
+            meta.null_value = index % 3 == 0
+            meta.compacted_out = index % 5 == 0
+        return meta, value
+
+    records = []
+    for i in range(count):
+        value = bytes(rng.getrandbits(8) for _ in range(rng.choice([1, 50, 127, 128, 300])))
+        if look_alike and i % 4 == 1:
+            value = record(*one(i, b"fake")) + value
+        records.append(one(i, value))
+    return records
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_records_written_alike_scan_as_the_walk_reads_them(seed: int) -> None:
+    # Records with the same fields are read field by field for all at once, without a table.
+    data = batch(*alike_records(seed, 120, look_alike=False))
+    scanned = scan_batch(data, 120, 7)
+    assert scanned is not None
+    assert_same_fields(scanned, walk_batch(data, 120, 7))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_payload_holding_a_record_of_the_same_shape_is_left_to_the_walk(seed: int) -> None:
+    # The record inside the payload is a candidate that reads as an SMM like the others: the
+    # chain is ambiguous, the scan declines, and the walk reads every value as sent.
+    records = alike_records(seed, 120, look_alike=True)
+    data = batch(*records)
+    assert scan_batch(data, 120, 7) is None
+    walk = walk_batch(data, 120, 7)
+    read = [
+        data[int(at) : int(at) + int(n)]
+        for at, n in zip(walk.value_start, walk.value_length, strict=True)
+    ]
+    assert read == [value for _, value in records]
+
+
 # --- several batches in one scan -----------------------------------------------------------
 
 
@@ -237,14 +298,38 @@ def test_batches_scanned_together_decode_as_each_alone(sizes: list[tuple[int, in
     together = decode_entries(entries)
     assert [c.entry for c in together] == [info for info, _, _ in entries]
     for columns, entry in zip(together, entries, strict=True):
-        assert rows(columns) == rows(decode_entry(*entry))
+        assert_same_columns(columns, decode_entry(*entry))
+
+
+def test_a_batch_without_keys_properties_or_nulls_keeps_none_among_batches_with_them() -> None:
+    plain = batch(*[(smm(payload_size=1 + i % 3), b"p" * (1 + i % 3)) for i in range(40)])
+    rich = batch(
+        *[
+            (smm(payload_size=1, partition_key=f"k{i}", properties={"a": "b"}), b"r")
+            for i in range(39)
+        ],
+        (smm(payload_size=0, null_value=True, null_partition_key=True), b""),
+    )
+    entries = [
+        (dataclasses.replace(INFO, entry_id=n), outer(num_messages_in_batch=40), data)
+        for n, data in enumerate([rich, plain, rich])
+    ]
+    together = decode_entries(entries)
+    alone = [decode_entry(*entry) for entry in entries]
+    for columns, expected in zip(together, alone, strict=True):
+        assert_same_columns(columns, expected)
+    assert [c.key is None for c in together] == [False, True, False]
+    assert [c.properties is None for c in together] == [False, True, False]
+    assert [c.values.valid is None for c in together] == [False, True, False]
+    assert keys_of(together[0]) == [f"k{i}".encode() for i in range(39)] + [None]
 
 
 def test_scan_batches_reads_each_batch_with_its_own_sequence_ids() -> None:
     first = batch((smm(payload_size=1), b"a"), (smm(payload_size=2), b"bc"))
     second = batch((smm(payload_size=1), b"d"), (smm(payload_size=1, sequence_id=5), b"e"))
-    found = scan_batches(first + second, [len(first), len(second)], [2, 2], [100, 2**64 - 1])
-    assert found is not None
+    whole = scan_batches(first + second, [len(first), len(second)], [2, 2], [100, 2**64 - 1])
+    assert whole is not None
+    found = whole.split([2, 2])
     assert [list(f.sequence_id) for f in found] == [[100, 101], [-1, 5]]
     # second batch: its second SMM holds a sequence id too (2 more bytes)
     assert [list(f.value_start) for f in found] == [[6, 13], [len(first) + 6, len(first) + 15]]
