@@ -14,7 +14,10 @@ plain decoder loops over the messages in Python (:mod:`batch_walk`). This one do
 2. *Lockstep.* All candidates are read at once, one field per round: the tag, then a varint
    (a number, or a string's length). A candidate drops out when its bytes are not an SMM whose
    fields come in increasing number order (field 1, the properties, may repeat) and end
-   exactly at its size; a false candidate drops out within a round or two.
+   exactly at its size; a false candidate drops out within a round or two. When every SMM
+   read the same field in every round (one producer writes its records alike), each round's
+   numbers and string starts are that field's column as they are; otherwise every field read
+   goes to its cell of a per-candidate table.
 3. *The chain.* Each remaining candidate names the next record: its start + 4 + SMM size +
    payload_size. If exactly ``count`` remain, the first at 0, each naming the next and the last
    the end of the batch, they are the batch. Otherwise the scan declines (returns None) and the
