@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from support.readme import example
 from support.streaming import available_now, drain
-from support.tubemq_cluster import HOST, JavaProbe, TubeMQCluster
+from support.tubemq_cluster import JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import (
     README_IN_TOPIC,
     README_OUT_TOPIC,
@@ -28,7 +28,6 @@ from support.tubemq_fixtures import (
     TUBEMQ_PARTITIONS,
 )
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.cluster import lookup_partitions
 from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.client.tubemq.producer import TubeMQProducer
@@ -95,7 +94,7 @@ def test_spark_reads_what_the_java_client_wrote(
 def test_offsets_are_exact_where_a_partition_has_the_store_alone(
     spark: SparkSession, tubemq_cluster: TubeMQCluster, tubemq_topics: tuple[str, ...]
 ) -> None:
-    masters = (BrokerAddress(HOST, tubemq_cluster.master_port),)
+    masters = tubemq_cluster.masters
     first, *_ = lookup_partitions(masters, SPARK_OFFSETS_TOPIC)
     with TubeMQProducer([first]) as producer:
         for i in range(4):
@@ -197,7 +196,7 @@ def test_available_now_stream_reads_each_message_once(
     tubemq_topics: tuple[str, ...],
     tmp_path: Path,
 ) -> None:
-    masters = (BrokerAddress(HOST, tubemq_cluster.master_port),)
+    masters = tubemq_cluster.masters
     keys = partition_keys(SPARK_STREAM_TOPIC)
     with TubeMQProducer.open(masters, SPARK_STREAM_TOPIC) as producer:
         for i in range(6):
@@ -269,7 +268,7 @@ def test_option_errors_name_the_option(
 def test_readme_example_copies_a_topic(
     spark: SparkSession, tubemq_cluster: TubeMQCluster, tubemq_topics: tuple[str, ...]
 ) -> None:
-    masters = (BrokerAddress(HOST, tubemq_cluster.master_port),)
+    masters = tubemq_cluster.masters
     sent = [(f"readme {i}".encode(), f"n={i}" if i % 2 else None) for i in range(5)]
     with TubeMQProducer.open(masters, README_IN_TOPIC) as producer:
         for value, attributes in sent:

@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from support.streaming import QUERY_TIMEOUT, drain, to_parquet
-from support.tubemq_cluster import HOST, TubeMQCluster
+from support.tubemq_cluster import TubeMQCluster
 from support.tubemq_fixtures import (
     HEARTBEAT_TOPIC,
     STREAM_LIMIT_TOPIC,
@@ -29,7 +29,6 @@ from support.tubemq_fixtures import (
 )
 from support.waiting import wait_until
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.cluster import lookup_partitions
 from pulsar_spark.client.tubemq.consumer import PartitionConsumer, connect, heartbeats
 from pulsar_spark.client.tubemq.producer import Outgoing, TubeMQProducer
@@ -49,7 +48,7 @@ class Writer(threading.Thread):
         self, cluster: TubeMQCluster, topic: str, tag: str, count: int, *, pause: float = 0.0
     ) -> None:
         super().__init__(daemon=True)
-        self.masters = (BrokerAddress(HOST, cluster.master_port),)
+        self.masters = cluster.masters
         self.topic, self.tag, self.count, self.pause = topic, tag, count, pause
         self.sent: list[Row] = []
         self.error: BaseException | None = None
@@ -110,7 +109,7 @@ def as_row(row: Any) -> Row:
 
 def wait_until_published(cluster: TubeMQCluster, topic: str) -> Row:
     """Send one message as soon as the (restarted) broker takes it; that message."""
-    masters = (BrokerAddress(HOST, cluster.master_port),)
+    masters = cluster.masters
     deadline = time.monotonic() + QUERY_TIMEOUT
     while True:
         try:
@@ -154,7 +153,7 @@ def test_heartbeats_keep_a_paused_read_registered(
     tubemq_cluster: TubeMQCluster, tubemq_topics: tuple[str, ...]
 ) -> None:
     sent = Writer(tubemq_cluster, HEARTBEAT_TOPIC, "beat", 30).publish()
-    masters = (BrokerAddress(HOST, tubemq_cluster.master_port),)
+    masters = tubemq_cluster.masters
     first, second, _ = lookup_partitions(masters, HEARTBEAT_TOPIC)
     with connect(first, 10) as one, connect(second, 10) as other:
         beating = PartitionConsumer(one, first, "heartbeat_group", "heartbeat-0")

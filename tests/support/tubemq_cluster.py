@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 
 TUBEMQ_HOME = Path(
@@ -60,6 +61,11 @@ class TubeMQCluster:
     @property
     def master(self) -> str:
         return f"{HOST}:{self.master_port}"
+
+    @property
+    def masters(self) -> tuple[BrokerAddress, ...]:
+        """The master, as the TubeMQ client takes its masters."""
+        return (BrokerAddress(HOST, self.master_port),)
 
     def create_topics(self, names: tuple[str, ...], partitions: int) -> None:
         """Deploy ``names`` on broker 1 in one go and wait until the broker has loaded them

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -53,6 +53,15 @@ class TubePartition:
     def store(self) -> str:
         """The store the partition's messages share offsets with (see the protocol docs)."""
         return f"{self.broker.broker_id}:{self.topic}:{self.partition_id // STORE_PARTITION_BASE}"
+
+
+def by_broker(partitions: Sequence[TubePartition]) -> list[list[int]]:
+    """Indexes into ``partitions`` grouped by the broker each one is on, so that one
+    connection serves each group."""
+    groups: dict[int, list[int]] = {}
+    for index, partition in enumerate(partitions):
+        groups.setdefault(partition.broker.broker_id, []).append(index)
+    return list(groups.values())
 
 
 def client_id(purpose: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.cluster import (
     TubePartition,
+    by_broker,
     client_id,
     lookup_partitions,
 )
@@ -99,11 +100,8 @@ class TubeMQProducer:
         acknowledged, and raises the first refusal otherwise. The requests to a broker go out
         back to back (:meth:`TubeMQConnection.call_all`), one round trip for all of them."""
         planned = [(self._next_partition(), message) for message in outgoing]
-        by_broker: dict[int, list[int]] = {}
-        for index, (partition, _) in enumerate(planned):
-            by_broker.setdefault(partition.broker.broker_id, []).append(index)
         sent: dict[int, Sent] = {}
-        for indexes in by_broker.values():
+        for indexes in by_broker([partition for partition, _ in planned]):
             replies = self._connection(planned[indexes[0]][0]).call_all(
                 [self._request(*planned[i]) for i in indexes],
                 broker_pb.SendMessageResponseB2P,

@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.arrow.tubemq import messages_to_batch
 from pulsar_spark.client.retry import retrying
-from pulsar_spark.client.tubemq.cluster import TubePartition, lookup_partitions
+from pulsar_spark.client.tubemq.cluster import TubePartition, by_broker, lookup_partitions
 from pulsar_spark.client.tubemq.consumer import (
     RETRY_OPTION,
     Bounds,
@@ -140,12 +140,9 @@ def _bounds_now(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bo
     partitions = lookup_partitions(options.masters, options.topic, timeout=options.timeout)
     group, client = f"{options.group}_bounds", f"{options.group}-bounds"
     found = {}
-    by_broker: dict[int, list[TubePartition]] = {}
-    for partition in partitions:
-        by_broker.setdefault(partition.broker.broker_id, []).append(partition)
-    for on_broker in by_broker.values():
-        with connect(on_broker[0], options.timeout) as conn:
-            for partition in on_broker:
+    for indexes in by_broker(partitions):
+        with connect(partitions[indexes[0]], options.timeout) as conn:
+            for partition in (partitions[i] for i in indexes):
                 bounds = offset_bounds(conn, partition, group, client, timeout=options.timeout)
                 found[partition.key] = (partition, bounds)
     return found
