@@ -5,17 +5,25 @@ Pulsar message ids are not dense (entries hold batches of unknown size), so a li
 the range's entries itself — parsing only each entry's metadata, never decoding messages — and
 stops when it has counted enough, cutting inside a batch if it must. The end it returns is the
 id of the last counted message, exact to the batch index.
+
+A counter given an :class:`Ahead` receives its entries on a thread of its own
+(:mod:`.lookahead`), which goes on after a micro-batch's end has been returned, up to a bound:
+while the executors read that micro-batch, the driver already counts the next. The entries
+counted, and so every end, are the same either way; only who waits for the broker changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Callable, Generator, Mapping
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
+from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.spark.offsets import has_messages_after
 
 P_co = TypeVar("P_co", covariant=True)
@@ -25,22 +33,53 @@ T = TypeVar("T")
 # entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
 # is O(1)); ``range(-1, 0)`` stands for an unbatched message.
 _Held = tuple[MessageId, range, bool, int]
+Key = tuple[int, int, int]
+
+
+class Ahead(NamedTuple):
+    """How far a counter's thread may receive ahead of what it has handed out: at most
+    ``messages`` messages in at most ``entries`` entries."""
+
+    messages: int
+    entries: int
+
+
+MAX_AHEAD_ENTRIES = 200_000
+"""Entries all of a driver's counters may hold received ahead (a few hundred bytes each)."""
+
+
+def ahead_for(budget: int, partitions: int) -> Ahead:
+    """Each counter may count one more micro-batch's ``budget`` ahead, in its share of
+    :data:`MAX_AHEAD_ENTRIES` entries."""
+    return Ahead(max(budget, 1), max(MAX_AHEAD_ENTRIES // max(partitions, 1), 1))
 
 
 class MessageCounter:
     """Walks (start, last] of one partition, handing out message counts on request."""
 
     def __init__(
-        self, lookup: Lookup, topic: str, start: MessageId, last: MessageId, poll_timeout: float
+        self,
+        lookup: Lookup,
+        topic: str,
+        start: MessageId,
+        last: MessageId,
+        poll_timeout: float,
+        *,
+        ahead: Ahead | None = None,
     ) -> None:
         self.position = start
         self._last = last
+        self._topic = topic
+        self._bounds = start.last_key(), last.last_key()
+        self._request_timeout = lookup.timeout
+        self._poll_timeout = poll_timeout
         self._reader = RangeReader(
             lookup,
             ReadRange(topic, start, last, start_inclusive=False),
             ReaderSettings(poll_timeout=poll_timeout, request_timeout=lookup.timeout),
         )
-        self._entries: Generator[RawEntry, None, None] | None = None
+        self._ahead = ahead
+        self._feed: Lookahead[_Held] | Direct[_Held] | None = None
         self._held: _Held | None = None  # an entry partly handed out
         self.exhausted = False
         # Messages in the batched entry ``position`` lies inside; None on a whole entry.
@@ -78,40 +117,76 @@ class MessageCounter:
         )
 
     def close(self) -> None:
-        if self._entries is not None:
-            self._entries.close()
+        """Stop reading (and the thread reading ahead, waiting for it a bounded time)."""
+        if self._feed is not None:
+            self._feed.close(self._request_timeout)
+
+    def __del__(self) -> None:
+        # A counter dropped unclosed lets its thread end (no lock taken: see Lookahead).
+        feed = getattr(self, "_feed", None)
+        if isinstance(feed, Lookahead):
+            feed.stop_soon()
 
     def _next_entry(self) -> _Held | None:
-        if self._entries is None:
-            self._entries = self._reader.entries()
-        for raw in self._entries:
-            indexes = self._countable(raw)
+        if self._feed is None:
+            self._feed = self._open_feed()
+        return self._feed.next()
+
+    def _open_feed(self) -> Lookahead[_Held] | Direct[_Held]:
+        # Not a bound method: the thread must not keep the counter alive (see __del__).
+        entries = functools.partial(_countable_entries, self._reader, *self._bounds)
+        if self._ahead is None:
+            return Direct(entries)
+        return Lookahead(
+            entries,
+            _message_count,
+            limit=self._ahead.messages,
+            max_items=self._ahead.entries,
+            # the reader's own limits end a silent read first; this only guards the thread
+            patience=self._poll_timeout + 3 * self._request_timeout,
+            name=f"pulsar-count-{self._topic}",
+        )
+
+
+def _countable_entries(
+    reader: RangeReader, low: Key, high: Key, stopped: Stopped
+) -> Generator[_Held, None, None]:
+    """The entries of ``reader`` holding messages, each with its countable indexes.
+
+    The bounds are the range's own: entries arrive in order and a counter's position only
+    ever lies in one already handed out, so the start filters the same entries as the
+    position would (whichever thread reads them, and however far ahead)."""
+    with contextlib.closing(reader.entries(stopped=stopped)) as entries:
+        for raw in entries:
+            indexes = countable(raw, low, high)
             if indexes:
                 ledger, entry = raw.entry
                 partition = raw.message.message_id.partition
                 reaches_end = indexes[-1] in (-1, raw.message_count - 1)
                 entry_id = MessageId(ledger, entry, -1, partition)
-                return entry_id, indexes, reaches_end, raw.message_count
-        return None
-
-    def _countable(self, raw: RawEntry) -> range:
-        """Batch indexes of this entry inside the range (-1 alone for an unbatched message)."""
-        metadata = raw.section.metadata
-        if metadata.HasField("marker_type"):
-            return range(0)
-        if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
-            return range(0)
-        ledger, entry = raw.entry
-        low, high = self.position.last_key(), self._last.last_key()
-        if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
-            whole = MessageId(ledger, entry).last_key()
-            return range(-1, 0) if low < whole <= high else range(0)
-        return _index_range((ledger, entry), raw.message_count, low, high)
+                yield entry_id, indexes, reaches_end, raw.message_count
 
 
-def _index_range(
-    entry: tuple[int, int], count: int, low: tuple[int, int, int], high: tuple[int, int, int]
-) -> range:
+def _message_count(held: _Held) -> int:
+    return len(held[1])
+
+
+def countable(raw: RawEntry, low: Key, high: Key) -> range:
+    """Batch indexes of this entry with keys in (low, high] (-1 alone for an unbatched
+    message); none for markers and chunks before a message's last."""
+    metadata = raw.section.metadata
+    if metadata.HasField("marker_type"):
+        return range(0)
+    if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+        return range(0)
+    ledger, entry = raw.entry
+    if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
+        whole = MessageId(ledger, entry).last_key()
+        return range(-1, 0) if low < whole <= high else range(0)
+    return _index_range((ledger, entry), raw.message_count, low, high)
+
+
+def _index_range(entry: tuple[int, int], count: int, low: Key, high: Key) -> range:
     """Indexes ``i`` of a batch of ``count`` in ``entry`` with ``low < (*entry, i) <= high``.
 
     Keys of one entry differ only in the index, so the bounds cut the index range at most
