@@ -7,9 +7,11 @@ stops when it has counted enough, cutting inside a batch if it must. The end it 
 id of the last counted message, exact to the batch index.
 
 A counter given an :class:`Ahead` receives its entries on a thread of its own
-(:mod:`.lookahead`), which goes on after a micro-batch's end has been returned, up to a bound:
-while the executors read that micro-batch, the driver already counts the next. The entries
-counted, and so every end, are the same either way; only who waits for the broker changes.
+(:mod:`.lookahead`). While a micro-batch is being counted the thread keeps one entry ahead of
+the count; once its end has been returned (:meth:`MessageCounter.count_ahead`) it goes on, up
+to a bound: while the executors read that micro-batch, the driver already counts the next. The
+entries counted, and so every end, are the same either way; only who waits for the broker
+changes.
 """
 
 from __future__ import annotations
@@ -49,9 +51,15 @@ MAX_AHEAD_ENTRIES = 200_000
 
 
 def ahead_for(budget: int, partitions: int) -> Ahead:
-    """Each counter may count one more micro-batch's ``budget`` ahead, in its share of
-    :data:`MAX_AHEAD_ENTRIES` entries."""
-    return Ahead(max(budget, 1), max(MAX_AHEAD_ENTRIES // max(partitions, 1), 1))
+    """Each of ``partitions`` counters may count ahead its even share of one more
+    micro-batch's ``budget`` (what the next one takes from it when all have messages), in its
+    share of :data:`MAX_AHEAD_ENTRIES` entries.
+
+    Not the whole budget each: while a micro-batch is counted, every counter's thread reads
+    at once, and one reading far ahead would slow the others down, whose messages this
+    micro-batch needs now."""
+    share = max(partitions, 1)
+    return Ahead(max(-(-budget // share), 1), max(MAX_AHEAD_ENTRIES // share, 1))
 
 
 class MessageCounter:
@@ -106,6 +114,13 @@ class MessageCounter:
             self.batch_size = size if last_index >= 0 else None
         return taken
 
+    def count_ahead(self, ahead: bool) -> None:
+        """With an :class:`Ahead`: let the thread receive up to its bound beyond what was
+        handed out (between micro-batches), or only one entry (while one is counted, so that
+        the partitions it needs now share the broker with nothing else)."""
+        if isinstance(self._feed, Lookahead) and self._ahead is not None:
+            self._feed.set_limit(self._ahead.messages if ahead else 1)
+
     def resumes(self, start: MessageId, last: MessageId) -> bool:
         """Whether this counter stands at ``start`` of the same range, so that counting the
         next micro-batch can go on from here (with what it already received) instead of
@@ -140,7 +155,7 @@ class MessageCounter:
         return Lookahead(
             entries,
             _message_count,
-            limit=self._ahead.messages,
+            limit=1,  # one entry ahead until the count is done (see count_ahead)
             max_items=self._ahead.entries,
             # the reader's own limits end a silent read first; this only guards the thread
             patience=self._poll_timeout + 3 * self._request_timeout,
@@ -258,7 +273,8 @@ class KeptCounters:
         A counter that already stands at a partition's start (it ended the previous
         micro-batch there, and the range's end has not moved) goes on from where it is, with
         the entries it has received since; any other is replaced by a new one. Counters are
-        kept for the next micro-batch and all dropped on any error.
+        kept for the next micro-batch and all dropped on any error. Counters with an
+        :class:`Ahead` receive ahead only once the ends are found.
         """
         counters = {
             name: self._counter(name, starts[name], available[name])
@@ -267,10 +283,14 @@ class KeptCounters:
         }
         self._keep(counters)
         try:
+            for counter in counters.values():
+                counter.count_ahead(False)
             ends = limit_ends(counters, budget)
         except BaseException:
             self.close()
             raise
+        for counter in counters.values():
+            counter.count_ahead(True)
         return {name: ends.get(name, starts[name]) for name in starts}
 
     def batch_size(self, name: str, position: MessageId) -> int | None:

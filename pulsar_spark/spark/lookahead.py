@@ -99,6 +99,13 @@ class Lookahead(Generic[T]):
             self._cond.notify_all()
             return item
 
+    def set_limit(self, limit: int) -> None:
+        """Hold at most ``limit`` units of weight from now on (the thread resumes if there is
+        room; what it already holds stays)."""
+        with self._cond:
+            self._limit = max(limit, 1)
+            self._cond.notify_all()
+
     def close(self, join_timeout: float) -> None:
         """Stop the thread and wait for it (the iterator is closed by the thread)."""
         self.stop_soon()

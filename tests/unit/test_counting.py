@@ -31,6 +31,7 @@ from pulsar_spark.spark.counting import (
     KeptCounters,
     MessageCounter,
     _index_range,
+    ahead_for,
     countable,
     limit_ends,
 )
@@ -542,4 +543,50 @@ def test_a_counter_dropped_unclosed_lets_its_thread_end() -> None:
     deadline = time.monotonic() + 2.0
     while counting_threads() and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert counting_threads() == []
+
+
+def test_each_counter_counts_ahead_its_even_share_of_the_next_micro_batch() -> None:
+    assert ahead_for(2_500_000, 4) == Ahead(messages=625_000, entries=50_000)
+    assert ahead_for(100, 3) == Ahead(messages=34, entries=66_666)  # rounded up
+    assert ahead_for(7, 1) == Ahead(messages=7, entries=200_000)
+
+
+class CountingReader(FakeReader):
+    """Records how many entries it has handed out."""
+
+    handed = 0
+
+    def entries(
+        self, stopped: Callable[[], bool] = lambda: False
+    ) -> Generator[RawEntry, None, None]:
+        for raw in super().entries(stopped):
+            self.handed += 1
+            yield raw
+
+
+def test_counters_receive_ahead_up_to_their_bound_once_the_ends_are_found() -> None:
+    entries = [entry(10, e, 4) for e in range(100)]
+    last = MessageId(10, 99)
+    readers = []
+
+    def open_counter(name: str, start: MessageId, end: MessageId) -> MessageCounter:
+        made = counter(entries, start, end, ahead=Ahead(messages=12, entries=100))
+        made._reader = CountingReader(entries, start, end)  # type: ignore[assignment]
+        readers.append(made._reader)
+        return made
+
+    kept = KeptCounters(open_counter)
+    first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": last}, 5)
+    assert first == {"p0": MessageId(10, 1, 0)}
+    # entries 0 and 1 counted (3 messages of 1 left), then 2, 3 and 4: 12 messages ahead
+    deadline = time.monotonic() + 2.0
+    while readers[0].handed < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert readers[0].handed == 5
+    second = kept.ends(first, {"p0": last}, 15)
+    assert second == {"p0": MessageId(10, 4, -1)}  # all from what was received ahead
+    assert len(readers) == 1
+    kept.close()
     assert counting_threads() == []
