@@ -192,12 +192,16 @@ class RangeReader:
                 yield clipped
 
     def entries(
-        self, pending_chunks: Callable[[], bool] = lambda: False
+        self,
+        pending_chunks: Callable[[], bool] = lambda: False,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> Generator[RawEntry, None, None]:
         """Every entry of the range once, in order, undecoded.
 
         After the end entry, reading goes on only while ``pending_chunks()`` says a chunked
-        message that started inside the range is still incomplete. A lost connection, or the
+        message that started inside the range is still incomplete. Reading ends early,
+        without an error, when ``stopped()`` says so while the broker is silent (a thread
+        reading ahead uses it to be stopped from another). A lost connection, or the
         broker closing the consumer (the topic moving to another broker), is ridden through:
         the reader looks the partition up again and subscribes at the last entry it handled
         (which, delivered again, is dropped as a duplicate), until the request timeout passes
@@ -215,7 +219,7 @@ class RangeReader:
                     progress.resume_at(self.range.start),
                     timeout=self.settings.request_timeout,
                 ) as consumer:
-                    for raw in self._entries(consumer, pending_chunks, progress):
+                    for raw in self._entries(consumer, pending_chunks, stopped, progress):
                         retrier.progressed()
                         yield raw
             except (PulsarConnectionError, ServerError, RequestTimeoutError) as exc:
@@ -225,7 +229,11 @@ class RangeReader:
                 return
 
     def _entries(
-        self, consumer: Consumer, pending_chunks: Callable[[], bool], progress: _Progress
+        self,
+        consumer: Consumer,
+        pending_chunks: Callable[[], bool],
+        stopped: Callable[[], bool],
+        progress: _Progress,
     ) -> Iterator[RawEntry]:
         flow = FlowControl(self.settings.queue_size, counts_entries(consumer.server_version))
         consumer.flow(flow.first_grant())
@@ -240,6 +248,8 @@ class RangeReader:
                 return
             delivery = consumer.receive(wait)
             if delivery is None:
+                if stopped():
+                    return
                 if progress.ended_at is None:
                     self._on_idle(idle_since, progress.last)
                 consumer.flow(flow.grant(1))

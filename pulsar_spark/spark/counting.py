@@ -5,17 +5,27 @@ Pulsar message ids are not dense (entries hold batches of unknown size), so a li
 the range's entries itself — parsing only each entry's metadata, never decoding messages — and
 stops when it has counted enough, cutting inside a batch if it must. The end it returns is the
 id of the last counted message, exact to the batch index.
+
+A counter given an :class:`Ahead` receives its entries on a thread of its own
+(:mod:`.lookahead`). While a micro-batch is being counted the thread keeps a little ahead of
+the count (:data:`WHILE_COUNTING`); once its end has been returned
+(:meth:`MessageCounter.count_ahead`) it goes on, up to a bound: while the executors read that
+micro-batch, the driver already counts the next. The entries counted, and so every end, are
+the same either way; only who waits for the broker changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Callable, Generator, Mapping
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
+from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.spark.offsets import has_messages_after
 
 P_co = TypeVar("P_co", covariant=True)
@@ -25,22 +35,64 @@ T = TypeVar("T")
 # entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
 # is O(1)); ``range(-1, 0)`` stands for an unbatched message.
 _Held = tuple[MessageId, range, bool, int]
+Key = tuple[int, int, int]
+
+
+class Ahead(NamedTuple):
+    """How far a counter's thread may receive ahead of what it has handed out: at most
+    ``messages`` messages in at most ``entries`` entries."""
+
+    messages: int
+    entries: int
+
+
+WHILE_COUNTING = 10_000
+"""Messages a counter's thread may hold ahead while a micro-batch is counted: one large batched
+entry, or enough one-message entries that the thread and the count do not wait on each other
+at every entry (which made counting those two to three times slower)."""
+
+MAX_AHEAD_ENTRIES = 200_000
+"""Entries all of a driver's counters may hold received ahead (a few hundred bytes each)."""
+
+
+def ahead_for(budget: int, partitions: int) -> Ahead:
+    """Each of ``partitions`` counters may count ahead its even share of one more
+    micro-batch's ``budget`` (what the next one takes from it when all have messages), in its
+    share of :data:`MAX_AHEAD_ENTRIES` entries.
+
+    Not the whole budget each: while a micro-batch is counted, every counter's thread reads
+    at once, and one reading far ahead would slow the others down, whose messages this
+    micro-batch needs now."""
+    share = max(partitions, 1)
+    return Ahead(max(-(-budget // share), 1), max(MAX_AHEAD_ENTRIES // share, 1))
 
 
 class MessageCounter:
     """Walks (start, last] of one partition, handing out message counts on request."""
 
     def __init__(
-        self, lookup: Lookup, topic: str, start: MessageId, last: MessageId, poll_timeout: float
+        self,
+        lookup: Lookup,
+        topic: str,
+        start: MessageId,
+        last: MessageId,
+        poll_timeout: float,
+        *,
+        ahead: Ahead | None = None,
     ) -> None:
         self.position = start
         self._last = last
+        self._topic = topic
+        self._bounds = start.last_key(), last.last_key()
+        self._request_timeout = lookup.timeout
+        self._poll_timeout = poll_timeout
         self._reader = RangeReader(
             lookup,
             ReadRange(topic, start, last, start_inclusive=False),
             ReaderSettings(poll_timeout=poll_timeout, request_timeout=lookup.timeout),
         )
-        self._entries: Generator[RawEntry, None, None] | None = None
+        self._ahead = ahead
+        self._feed: Lookahead[_Held] | Direct[_Held] | None = None
         self._held: _Held | None = None  # an entry partly handed out
         self.exhausted = False
         # Messages in the batched entry ``position`` lies inside; None on a whole entry.
@@ -67,6 +119,17 @@ class MessageCounter:
             self.batch_size = size if last_index >= 0 else None
         return taken
 
+    def count_ahead(self, ahead: bool) -> None:
+        """With an :class:`Ahead`: let the thread receive up to its bound beyond what was
+        handed out (between micro-batches), or only a little (while one is counted, so that
+        the partitions it needs now share the broker with little else)."""
+        if isinstance(self._feed, Lookahead) and self._ahead is not None:
+            self._feed.set_limit(self._ahead.messages if ahead else self._while_counting())
+
+    def _while_counting(self) -> int:
+        assert self._ahead is not None
+        return min(self._ahead.messages, WHILE_COUNTING)
+
     def resumes(self, start: MessageId, last: MessageId) -> bool:
         """Whether this counter stands at ``start`` of the same range, so that counting the
         next micro-batch can go on from here (with what it already received) instead of
@@ -78,40 +141,76 @@ class MessageCounter:
         )
 
     def close(self) -> None:
-        if self._entries is not None:
-            self._entries.close()
+        """Stop reading (and the thread reading ahead, waiting for it a bounded time)."""
+        if self._feed is not None:
+            self._feed.close(self._request_timeout)
+
+    def __del__(self) -> None:
+        # A counter dropped unclosed lets its thread end (no lock taken: see Lookahead).
+        feed = getattr(self, "_feed", None)
+        if isinstance(feed, Lookahead):
+            feed.stop_soon()
 
     def _next_entry(self) -> _Held | None:
-        if self._entries is None:
-            self._entries = self._reader.entries()
-        for raw in self._entries:
-            indexes = self._countable(raw)
+        if self._feed is None:
+            self._feed = self._open_feed()
+        return self._feed.next()
+
+    def _open_feed(self) -> Lookahead[_Held] | Direct[_Held]:
+        # Not a bound method: the thread must not keep the counter alive (see __del__).
+        entries = functools.partial(_countable_entries, self._reader, *self._bounds)
+        if self._ahead is None:
+            return Direct(entries)
+        return Lookahead(
+            entries,
+            _message_count,
+            limit=self._while_counting(),  # until the count is done (see count_ahead)
+            max_items=self._ahead.entries,
+            # the reader's own limits end a silent read first; this only guards the thread
+            patience=self._poll_timeout + 3 * self._request_timeout,
+            name=f"pulsar-count-{self._topic}",
+        )
+
+
+def _countable_entries(
+    reader: RangeReader, low: Key, high: Key, stopped: Stopped
+) -> Generator[_Held, None, None]:
+    """The entries of ``reader`` holding messages, each with its countable indexes.
+
+    The bounds are the range's own: entries arrive in order and a counter's position only
+    ever lies in one already handed out, so the start filters the same entries as the
+    position would (whichever thread reads them, and however far ahead)."""
+    with contextlib.closing(reader.entries(stopped=stopped)) as entries:
+        for raw in entries:
+            indexes = countable(raw, low, high)
             if indexes:
                 ledger, entry = raw.entry
                 partition = raw.message.message_id.partition
                 reaches_end = indexes[-1] in (-1, raw.message_count - 1)
                 entry_id = MessageId(ledger, entry, -1, partition)
-                return entry_id, indexes, reaches_end, raw.message_count
-        return None
-
-    def _countable(self, raw: RawEntry) -> range:
-        """Batch indexes of this entry inside the range (-1 alone for an unbatched message)."""
-        metadata = raw.section.metadata
-        if metadata.HasField("marker_type"):
-            return range(0)
-        if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
-            return range(0)
-        ledger, entry = raw.entry
-        low, high = self.position.last_key(), self._last.last_key()
-        if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
-            whole = MessageId(ledger, entry).last_key()
-            return range(-1, 0) if low < whole <= high else range(0)
-        return _index_range((ledger, entry), raw.message_count, low, high)
+                yield entry_id, indexes, reaches_end, raw.message_count
 
 
-def _index_range(
-    entry: tuple[int, int], count: int, low: tuple[int, int, int], high: tuple[int, int, int]
-) -> range:
+def _message_count(held: _Held) -> int:
+    return len(held[1])
+
+
+def countable(raw: RawEntry, low: Key, high: Key) -> range:
+    """Batch indexes of this entry with keys in (low, high] (-1 alone for an unbatched
+    message); none for markers and chunks before a message's last."""
+    metadata = raw.section.metadata
+    if metadata.HasField("marker_type"):
+        return range(0)
+    if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+        return range(0)
+    ledger, entry = raw.entry
+    if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
+        whole = MessageId(ledger, entry).last_key()
+        return range(-1, 0) if low < whole <= high else range(0)
+    return _index_range((ledger, entry), raw.message_count, low, high)
+
+
+def _index_range(entry: tuple[int, int], count: int, low: Key, high: Key) -> range:
     """Indexes ``i`` of a batch of ``count`` in ``entry`` with ``low < (*entry, i) <= high``.
 
     Keys of one entry differ only in the index, so the bounds cut the index range at most
@@ -183,7 +282,8 @@ class KeptCounters:
         A counter that already stands at a partition's start (it ended the previous
         micro-batch there, and the range's end has not moved) goes on from where it is, with
         the entries it has received since; any other is replaced by a new one. Counters are
-        kept for the next micro-batch and all dropped on any error.
+        kept for the next micro-batch and all dropped on any error. Counters with an
+        :class:`Ahead` receive ahead only once the ends are found.
         """
         counters = {
             name: self._counter(name, starts[name], available[name])
@@ -192,10 +292,14 @@ class KeptCounters:
         }
         self._keep(counters)
         try:
+            for counter in counters.values():
+                counter.count_ahead(False)
             ends = limit_ends(counters, budget)
         except BaseException:
             self.close()
             raise
+        for counter in counters.values():
+            counter.count_ahead(True)
         return {name: ends.get(name, starts[name]) for name in starts}
 
     def batch_size(self, name: str, position: MessageId) -> int | None:

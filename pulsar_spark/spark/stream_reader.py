@@ -35,7 +35,7 @@ from pyspark.sql.streaming.datasource import (
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import KeptCounters, MessageCounter
+from pulsar_spark.spark.counting import KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
@@ -211,7 +211,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (lambda ref: recorded.get(ref.name)), now
 
     def _open_counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
-        return MessageCounter(self._connect(), name, start, last, self.options.poll_timeout)
+        budget = self.options.max_messages_per_trigger or 1
+        ahead = ahead_for(budget, len(self._refs))
+        lookup = self._connect()
+        return MessageCounter(lookup, name, start, last, self.options.poll_timeout, ahead=ahead)
 
 
 def _log_lag(end: dict[str, Any], latest: dict[str, Any]) -> None:

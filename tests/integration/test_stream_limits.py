@@ -5,7 +5,9 @@ when it started, and the offsets Spark checkpoints are canonical JSON.
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from collections.abc import Callable
 
 import pulsar
@@ -26,7 +28,10 @@ from support.streaming import (
 )
 from support.topics import full, partition_of
 
+from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.local import LocalBroker
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.counting import Ahead, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -146,7 +151,9 @@ def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
     a new count and gives the same ends."""
     sent = publish(client, topic_name, drafts(25, "r"), batch_size=4)
     name = full(topic_name)
-    reader = driver(broker.service_url, topic_name, startingOffsets="earliest")
+    reader = driver(
+        broker.service_url, topic_name, startingOffsets="earliest", maxMessagesPerTrigger="7"
+    )
     initial = reader.initialOffset()
     assert initial == {name: NOTHING_CONSUMED.to_json()}
     ends, start = [], initial
@@ -163,7 +170,77 @@ def test_limited_latest_offsets_resume_where_the_last_ended_and_replay_the_same(
     assert reader.latestOffset(ends[1], ReadMaxRows(7)) == ends[2]
     assert reader.latestOffset(initial, ReadMaxRows(7)) == ends[0]
     assert reader.latestOffset(ends[0], ReadMaxRows(7)) == ends[1]
+    assert len(counting_threads()) == 1  # the kept counter, counting the next 7 ahead
     reader.stop()
+    assert counting_threads() == []
+
+
+def test_counting_ahead_ends_each_micro_batch_where_counting_in_turn_does(
+    client: pulsar.Client, lookup: Lookup, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """Two partitions of 600 and 400 messages in batches of 7, counted 100 per micro-batch by
+    kept counters that receive ahead on threads, and by ones that receive only when asked:
+    the same ends, each the exact id of the 50th (then 100th) message of its partition's
+    share, cutting inside entries (50 = 7 * 7 + 1) or naming a whole entry when the count
+    ends one, and exactly 100 messages between consecutive ends. No thread outlives them."""
+    topic = pooled_partitioned_topic(2)
+    p0 = publish(client, partition_of(topic, 0), drafts(600, "p0"), batch_size=7)
+    p1 = publish(client, partition_of(topic, 1), drafts(400, "p1"), batch_size=7)
+    names = [full(partition_of(topic, i)) for i in (0, 1)]
+    sent = dict(zip(names, (p0, p1), strict=True))
+    lasts = {name: _end_at(messages, len(messages) - 1) for name, messages in sent.items()}
+
+    def ends(ahead: Ahead | None) -> list[dict[str, MessageId]]:
+        def open_counter(name: str, start: MessageId, last: MessageId) -> MessageCounter:
+            return MessageCounter(lookup, name, start, last, 20.0, ahead=ahead)
+
+        kept = KeptCounters(open_counter)
+        starts = dict.fromkeys(names, NOTHING_CONSUMED)
+        found = []
+        try:
+            while (end := kept.ends(starts, lasts, 100)) != starts:
+                found.append(end)
+                starts = end
+        finally:
+            kept.close()
+        assert counting_threads() == []
+        return found
+
+    in_turn = ends(None)
+    assert ends(ahead_for(100, 2)) == in_turn
+    assert ends(Ahead(messages=1, entries=1)) == in_turn
+    assert in_turn == [
+        {names[0]: _end_at(p0, 50 * k + 49), names[1]: _end_at(p1, 50 * k + 49)} for k in range(8)
+    ] + [{names[0]: _end_at(p0, 499), names[1]: lasts[names[1]]}, lasts]
+    assert in_turn[0][names[0]] == MessageId(p0[49].ledger, p0[49].entry, 0)  # 7 * 7 + 1
+    assert in_turn[6][names[0]].batch_index == -1  # message 349 ends its entry
+    bounds = [dict.fromkeys(names, NOTHING_CONSUMED), *in_turn]
+    sizes = [
+        sum(
+            1
+            for name in names
+            for m in sent[name]
+            if _key(start[name]) < (m.ledger, m.entry, m.batch) <= end[name].last_key()
+        )
+        for start, end in itertools.pairwise(bounds)
+    ]
+    assert sizes == [100] * 10
+
+
+def counting_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("pulsar-count-")]
+
+
+def _end_at(messages: list[Message], index: int) -> MessageId:
+    """The end of a micro-batch whose last message is ``messages[index]`` (the whole entry
+    when it is its entry's last)."""
+    m = messages[index]
+    whole = index + 1 == len(messages) or messages[index + 1].entry != m.entry
+    return MessageId(m.ledger, m.entry, -1 if whole else m.batch)
+
+
+def _key(position: MessageId) -> tuple[int, int, int]:
+    return (-1, -1, -1) if position.is_earliest else position.last_key()
 
 
 # --- checkpointed offsets and progress -----------------------------------------------------------

@@ -10,9 +10,12 @@ per-entry index range equals the message-by-message definition.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
-from collections.abc import Generator, Iterable
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +26,15 @@ from pulsar_spark.errors import PulsarConnectionError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.payload import PayloadSection
-from pulsar_spark.spark.counting import KeptCounters, MessageCounter, _index_range, limit_ends
+from pulsar_spark.spark.counting import (
+    Ahead,
+    KeptCounters,
+    MessageCounter,
+    _index_range,
+    ahead_for,
+    countable,
+    limit_ends,
+)
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 
 # --- building entries ------------------------------------------------------------------------
@@ -78,8 +89,12 @@ class FakeReader:
         self._entries = entries
         self._start, self._last = start, last
 
-    def entries(self) -> Generator[RawEntry, None, None]:
+    def entries(
+        self, stopped: Callable[[], bool] = lambda: False
+    ) -> Generator[RawEntry, None, None]:
         for raw in self._entries:
+            if stopped():
+                return
             if (self._start.is_earliest or raw.entry >= self._start.entry) and (
                 raw.entry <= self._last.entry
             ):
@@ -91,9 +106,10 @@ def counter(
     start: MessageId,
     last: MessageId,
     kind: type[MessageCounter] = MessageCounter,
+    ahead: Ahead | None = None,
 ) -> MessageCounter:
     lookup: Any = SimpleNamespace(timeout=1.0)
-    made = kind(lookup, "t", start, last, poll_timeout=1.0)
+    made = kind(lookup, "t", start, last, poll_timeout=1.0, ahead=ahead)
     made._reader = FakeReader(entries, start, last)  # type: ignore[assignment]
     return made
 
@@ -397,13 +413,12 @@ BOUNDS = [
 def test_index_range_equals_the_message_by_message_definition(count: int, batched: bool) -> None:
     for ledger, entry_id in ((4, 1), (3, 2), (4, 0)):
         raw = entry(ledger, entry_id, count if batched else None)
-        walker = counter([raw], NOTHING_CONSUMED, MessageId(9, 9))
         for after, upto in itertools.product(BOUNDS, BOUNDS):
-            walker.position, walker._last = after, upto
             expected = countable_one_by_one(
                 ledger, entry_id, count, batched=batched, after=after, upto=upto
             )
-            assert list(walker._countable(raw)) == expected, (after, upto, ledger, entry_id)
+            got_raw = countable(raw, after.last_key(), upto.last_key())
+            assert list(got_raw) == expected, (after, upto, ledger, entry_id)
             if batched:
                 got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
                 assert list(got) == expected
@@ -421,3 +436,157 @@ def test_index_range_random_entries() -> None:
         )
         got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
         assert list(got) == expected
+
+
+# --- counting ahead on a thread --------------------------------------------------------------
+
+
+def counting_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("pulsar-count-")]
+
+
+def kept_ends(
+    partitions: dict[str, tuple[list[RawEntry], MessageId]], budget: int, ahead: Ahead | None
+) -> tuple[list[dict[str, MessageId]], int]:
+    """Every micro-batch's ends over ``partitions`` (kept counters), and how many were opened."""
+    opened = []
+
+    def open_counter(name: str, start: MessageId, last: MessageId) -> MessageCounter:
+        opened.append(name)
+        return counter(partitions[name][0], start, last, ahead=ahead)
+
+    kept = KeptCounters(open_counter)
+    lasts = {name: last for name, (_, last) in partitions.items()}
+    starts = dict.fromkeys(partitions, NOTHING_CONSUMED)
+    ends = []
+    try:
+        while (end := kept.ends(starts, lasts, budget)) != starts:
+            ends.append(end)
+            starts = end
+    finally:
+        kept.close()
+    return ends, len(opened)
+
+
+@pytest.mark.parametrize(
+    "ahead",
+    [Ahead(1, 1), Ahead(20, 3), Ahead(100, 1000), Ahead(10_000, 100_000)],
+    ids=["one-entry", "small", "one-budget", "everything"],
+)
+def test_counting_ahead_gives_exactly_the_same_ends(ahead: Ahead) -> None:
+    partitions = {"p0": partition(0, [7] * 85 + [5]), "p1": partition(1, [7] * 57 + [1])}
+    without, opened_without = kept_ends(partitions, 100, None)
+    with_ahead, opened_with = kept_ends(partitions, 100, ahead)
+    assert with_ahead == without
+    assert opened_with == opened_without == 2  # each kept for the whole stream
+    assert len(with_ahead) == 10
+    assert with_ahead[0] == {"p0": MessageId(10, 7, 0), "p1": MessageId(11, 7, 0)}  # 50 = 7*7+1
+    assert with_ahead[-1] == {"p0": MessageId(10, 85), "p1": MessageId(11, 57)}
+    assert counting_threads() == []
+
+
+def test_a_counter_that_counted_ahead_hands_out_the_same_positions() -> None:
+    entries = [entry(5, 0, 4), entry(5, 1, 4), entry(5, 2, 4)]
+    walker = counter(entries, MessageId(5, 0, 1), MessageId(5, 2, 1), ahead=Ahead(100, 100))
+    assert walker.take(2) == 2
+    assert walker.position == MessageId(5, 0, -1)
+    assert walker.batch_size is None
+    assert walker.take(3) == 3
+    assert walker.position == MessageId(5, 1, 2)
+    assert walker.batch_size == 4
+    assert walker.take(100) == 3
+    assert walker.position == MessageId(5, 2, 1)  # the range's end cuts the last batch
+    assert walker.exhausted is True
+    walker.close()
+    assert counting_threads() == []
+
+
+def test_an_error_while_counting_ahead_is_raised_by_the_count_that_reaches_it() -> None:
+    lost = PulsarConnectionError("connection lost")
+
+    class Breaking(FakeReader):
+        def entries(
+            self, stopped: Callable[[], bool] = lambda: False
+        ) -> Generator[RawEntry, None, None]:
+            yield from super().entries(stopped)
+            raise lost
+
+    walker = counter(FOURS["p0"], NOTHING_CONSUMED, FOURS_LAST, ahead=Ahead(100, 100))
+    walker._reader = Breaking(FOURS["p0"], NOTHING_CONSUMED, FOURS_LAST)  # type: ignore[assignment]
+    assert walker.take(12) == 12  # all three entries came before the failure
+    assert walker.position == MessageId(10, 2, -1)
+    with pytest.raises(PulsarConnectionError, match="connection lost") as raised:
+        walker.take(1)
+    assert raised.value is lost
+    walker.close()
+    assert counting_threads() == []
+
+
+def test_kept_counters_closed_on_an_error_leave_no_thread() -> None:
+    opener = Opener({"p0": FOURS["p0"], "p1": [entry(11, 0, 4)]}, failing="p1")
+    kept = KeptCounters(opener)
+    first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": FOURS_LAST}, 5)
+    assert first == {"p0": MessageId(10, 1, 0)}
+    with pytest.raises(PulsarConnectionError, match="connection lost"):
+        kept.ends({**first, "p1": NOTHING_CONSUMED}, {"p0": FOURS_LAST, "p1": MessageId(11, 0)}, 5)
+    assert opener.closed() == [True, True]
+    assert counting_threads() == []
+
+
+def test_a_counter_dropped_unclosed_lets_its_thread_end() -> None:
+    endless = [entry(10, e, 4) for e in range(1000)]
+    walker = counter(endless, NOTHING_CONSUMED, MessageId(10, 999), ahead=Ahead(8, 2))
+    assert walker.take(1) == 1
+    assert len(counting_threads()) == 1
+    del walker
+    gc.collect()
+    deadline = time.monotonic() + 2.0
+    while counting_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert counting_threads() == []
+
+
+def test_each_counter_counts_ahead_its_even_share_of_the_next_micro_batch() -> None:
+    assert ahead_for(2_500_000, 4) == Ahead(messages=625_000, entries=50_000)
+    assert ahead_for(100, 3) == Ahead(messages=34, entries=66_666)  # rounded up
+    assert ahead_for(7, 1) == Ahead(messages=7, entries=200_000)
+
+
+class CountingReader(FakeReader):
+    """Records how many entries it has handed out."""
+
+    handed = 0
+
+    def entries(
+        self, stopped: Callable[[], bool] = lambda: False
+    ) -> Generator[RawEntry, None, None]:
+        for raw in super().entries(stopped):
+            self.handed += 1
+            yield raw
+
+
+def test_counters_receive_ahead_up_to_their_bound_once_the_ends_are_found() -> None:
+    entries = [entry(10, e, 4) for e in range(100)]
+    last = MessageId(10, 99)
+    readers = []
+
+    def open_counter(name: str, start: MessageId, end: MessageId) -> MessageCounter:
+        made = counter(entries, start, end, ahead=Ahead(messages=12, entries=100))
+        made._reader = CountingReader(entries, start, end)  # type: ignore[assignment]
+        readers.append(made._reader)
+        return made
+
+    kept = KeptCounters(open_counter)
+    first = kept.ends({"p0": NOTHING_CONSUMED}, {"p0": last}, 5)
+    assert first == {"p0": MessageId(10, 1, 0)}
+    # entries 0 and 1 counted (3 messages of 1 left), then 2, 3 and 4: 12 messages ahead
+    deadline = time.monotonic() + 2.0
+    while readers[0].handed < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert readers[0].handed == 5
+    second = kept.ends(first, {"p0": last}, 15)
+    assert second == {"p0": MessageId(10, 4, -1)}  # all from what was received ahead
+    assert len(readers) == 1
+    kept.close()
+    assert counting_threads() == []
