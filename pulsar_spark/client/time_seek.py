@@ -30,6 +30,7 @@ disagree loses nothing inside the range that is read.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -37,11 +38,19 @@ from pulsar_spark.client.consumer import Consumer, Delivery, new_subscription_na
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
 from pulsar_spark.client.retry import Retrier
-from pulsar_spark.errors import RequestTimeoutError, ResourceClosedError, SeekError
+from pulsar_spark.errors import (
+    PulsarConnectionError,
+    RequestTimeoutError,
+    ResourceClosedError,
+    SeekError,
+    ServerError,
+)
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.connection import is_pulsar_lite
 from pulsar_spark.protocol.payload import parse_payload_section
 from pulsar_spark.protocol.time_search import first_at_or_after
+
+log = logging.getLogger(__name__)
 
 
 def first_published_at(
@@ -68,9 +77,11 @@ class _EntryReads:
     """The publish times of single entries of ``last``'s ledger, read one at a time.
 
     On pulsar-lite one consumer serves every read: it subscribes at the first entry asked for
-    and is moved to each later one with ``Seek(message_id)``, then given one permit (a read
-    takes about a third of the time of subscribing a consumer for it). Apache Pulsar closes a
-    consumer whose cursor it resets, so on other brokers each read has a range reader of its
+    and is moved to each entry asked for next with ``Seek(message_id)``, then given one permit
+    (a read takes about a third of the time of subscribing a consumer for it). If that
+    consumer fails (a lost connection, the topic moving), the read is made again by a range
+    reader, which rides through both, and the next read subscribes anew. Apache Pulsar closes
+    a consumer whose cursor it resets, so on other brokers each read has a range reader of its
     own.
     """
 
@@ -81,14 +92,24 @@ class _EntryReads:
         self.topic = topic
         self.last = last
         self.settings = settings
-        self.seeks = is_pulsar_lite(lookup.connect_to_owner(topic).server_version)
+        self.by_seek = is_pulsar_lite(lookup.connect_to_owner(topic).server_version)
         self._consumer: Consumer | None = None
 
     def publish_time(self, entry_id: int) -> int:
         """The publish time (ms) of entry ``entry_id``."""
         entry = _entry(self.last, entry_id)
-        if not self.seeks:
+        if not self.by_seek:
             return _publish_time(self.lookup, self.topic, entry, self.settings)
+        try:
+            return self._by_seek(entry)
+        except (PulsarConnectionError, ResourceClosedError, ServerError) as exc:
+            log.info(
+                "%s: reading entry %s again with a reader of its own: %s", self.topic, entry, exc
+            )
+            self._close()
+            return _publish_time(self.lookup, self.topic, entry, self.settings)
+
+    def _by_seek(self, entry: MessageId) -> int:
         if self._consumer is None:
             timeout = self.settings.request_timeout
             self._consumer = Consumer(self.lookup, self.topic, entry, timeout=timeout)
@@ -106,8 +127,12 @@ class _EntryReads:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._consumer is not None:
-            self._consumer.close()
+            consumer, self._consumer = self._consumer, None
+            consumer.close()
 
 
 def _seek(
@@ -175,15 +200,12 @@ def _first_delivery(
     consumer.flow(1)
     while True:
         delivery = consumer.receive(wait)
-        if delivery is not None:
-            if wanted(delivery):
-                return delivery
-            consumer.flow(1)
-            continue
+        if delivery is not None and wanted(delivery):
+            return delivery
         if time.monotonic() >= deadline:
             raise RequestTimeoutError(
-                f"{consumer.topic}: no entry delivered within {settings.request_timeout:g}s "
-                "after a seek"
+                f"{consumer.topic}: the entry sought was not delivered within "
+                f"{settings.request_timeout:g}s after a seek"
             )
         consumer.flow(1)
         wait = min(wait * 2, settings.max_nudge_interval)

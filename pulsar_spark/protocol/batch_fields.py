@@ -156,9 +156,11 @@ def _alone(part: MessageColumns, info: EntryInfo, batch_index: Int32Array) -> Me
     values, key, properties = part.values, part.key, part.properties
     if values.valid is not None and values.valid.all():
         values = dataclasses.replace(values, valid=None)
-    if key is not None and key.valid is not None:
-        key = None if not key.valid.any() else key
-        if key is not None and key.valid is not None and key.valid.all():
+    valid = None if key is None else key.valid
+    if key is not None and valid is not None:
+        if not valid.any():
+            key = None
+        elif valid.all():
             key = dataclasses.replace(key, valid=None)
     if properties is not None and properties.offsets[-1] == 0:
         properties = None

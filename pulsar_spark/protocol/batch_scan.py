@@ -31,6 +31,7 @@ Only field positions and numbers come out (:class:`BatchFields`); nothing is cop
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -275,30 +276,30 @@ def _step(
 _Bounds = tuple[_I64, _I64, _I64]  # per-message offsets into the pairs; each pair's start, end
 
 
-class _FieldTable:
+class _FieldTable(ABC):
     """The last number and string start of every field 2 to 15 of every candidate, and where
     the properties (field 1, which repeats) lie. Its rows are the candidates, or those that
     ``rows`` names."""
 
-    rows: _Index | None = None
+    rows: _Index | None
 
-    def number(self, field: int) -> _I64:
-        raise NotImplementedError
+    @abstractmethod
+    def number(self, field: int) -> _I64: ...
 
-    def start(self, field: int) -> _I64:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self, field: int) -> _I64: ...
 
-    def has(self, field: int) -> npt.NDArray[np.bool_]:
-        raise NotImplementedError
+    @abstractmethod
+    def has(self, field: int) -> npt.NDArray[np.bool_]: ...
 
     def flag(self, field: int) -> npt.NDArray[np.bool_]:
         set_: npt.NDArray[np.bool_] = self.number(field) != 0
         return set_
 
+    @abstractmethod
     def property_bounds(self, chain: _Index) -> _Bounds:
         """For the records ``chain`` names: offsets of each one's KeyValues, grouped by record
         in their order, and where each KeyValue begins and ends."""
-        raise NotImplementedError
 
 
 class _Uniform(_FieldTable):
@@ -329,9 +330,9 @@ class _Uniform(_FieldTable):
             nothing = np.zeros(0, dtype=np.int64)
             return np.zeros(len(chain) + 1, dtype=np.int64), nothing, nothing
         offsets = np.arange(0, (len(chain) + 1) * per_message, per_message)
-        every = len(chain) == self._candidates
-        begin = np.column_stack([r[3] if every else r[3][chain] for r in self._properties])
-        size = np.column_stack([r[2] if every else r[2][chain] for r in self._properties])
+        pick = _picker(chain, self._candidates)
+        begin = np.column_stack([pick(r[3]) for r in self._properties])
+        size = np.column_stack([pick(r[2]) for r in self._properties])
         return offsets, begin.ravel(), begin.ravel() + size.view(np.int64).ravel()
 
 
@@ -340,6 +341,7 @@ class _Scattered(_FieldTable):
 
     def __init__(self, fields: _Fields, candidates: int) -> None:
         who, tag, value, start = fields
+        self.rows = None
         self._fields = fields
         self._candidates = candidates
         cell = who * _FIELDS + (tag >> 3)

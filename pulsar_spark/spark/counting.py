@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import NamedTuple, Protocol, TypeVar
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import Key, RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
@@ -35,7 +35,6 @@ T = TypeVar("T")
 # entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
 # is O(1)); ``range(-1, 0)`` stands for an unbatched message.
 _Held = tuple[MessageId, range, bool, int]
-Key = tuple[int, int, int]
 
 
 class Ahead(NamedTuple):

@@ -120,8 +120,9 @@ class Lookahead(Generic[T]):
         self._stopping = True
 
     def _run(self) -> None:
-        items = self._open(lambda: self._stopping)
+        items: Generator[T, None, None] | None = None
         try:
+            items = self._open(lambda: self._stopping)
             while self._wait_for_room():
                 try:
                     item = next(items)
@@ -135,7 +136,8 @@ class Lookahead(Generic[T]):
             with self._cond:
                 self._error = exc
         finally:
-            self._close_items(items)
+            if items is not None:
+                self._close_items(items)
             with self._cond:
                 self._done = True
                 self._cond.notify_all()

@@ -134,3 +134,16 @@ def test_stop_soon_alone_ends_a_waiting_thread() -> None:
         time.sleep(0.02)
     assert not feed.alive
     assert source.ended_on == "ahead-test"
+
+
+def test_an_error_opening_the_items_is_raised_at_once_not_a_timeout() -> None:
+    def refuse(stopped: Stopped) -> Generator[int, None, None]:
+        raise PulsarConnectionError("broker unreachable")
+
+    feed = ahead(refuse, patience=30.0)
+    started = time.monotonic()
+    with pytest.raises(PulsarConnectionError, match="broker unreachable"):
+        feed.next()
+    assert time.monotonic() - started < 5
+    feed.close(5.0)
+    assert not feed.alive
