@@ -18,7 +18,7 @@ from support.range_reading import FAST, Sent, publish
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.client.time_seek import first_published_at
+from pulsar_spark.client.time_seek import _EntryReads, first_published_at
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.batch_reader import PulsarBatchReader
@@ -142,3 +142,26 @@ def test_batch_read_by_time_is_planned_from_the_entry_found(
         True,
     )
     assert (read.min_publish_time, read.max_publish_time) == (third[2], fifth[2])
+
+
+def test_a_search_reads_on_with_a_reader_when_its_consumer_is_gone(
+    broker: LocalBroker, timed_topic: tuple[str, list[tuple[int, int, int]]]
+) -> None:
+    # The search's one consumer gone from the broker (a topic moving, say): the entry is read
+    # again by a reader of its own, and the next read subscribes anew.
+    topic, times = timed_topic
+    pool = ConnectionPool()
+    try:
+        lookup = Lookup(settings_for(broker.service_url, timeout=10.0), pool)
+        with _EntryReads(lookup, topic, MessageId(*times[-1][:2], -1), FAST) as reads:
+            assert reads.by_seek
+            assert reads.publish_time(times[1][1]) == times[1][2]
+            gone = reads._consumer
+            assert gone is not None
+            gone.close()  # unsubscribed: the broker no longer knows it
+            assert reads.publish_time(times[-2][1]) == times[-2][2]
+            assert reads._consumer is None
+            assert reads.publish_time(times[0][1]) == times[0][2]
+            assert reads._consumer is not None and reads._consumer is not gone
+    finally:
+        pool.close()
