@@ -303,9 +303,10 @@ class _FieldTable(ABC):
 
 
 class _Uniform(_FieldTable):
-    """Every candidate is an SMM with the same fields in the same order (the usual case: one
-    producer writes every record alike): round r read the same field of all of them, so each
-    round's arrays are that field's column as they are."""
+    """Every SMM has the same fields in the same order (the usual case: one producer writes
+    every record alike): round r read the same field of all of them, so each round's arrays
+    are that field's column as they are. Its rows are the SMMs: candidates that turned out
+    not to be one are left out (``rows`` names the others)."""
 
     def __init__(self, rounds: list[_Fields], rows: _Index | None) -> None:
         self.rows = rows

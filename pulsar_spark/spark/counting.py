@@ -80,7 +80,6 @@ class MessageCounter:
         ahead: Ahead | None = None,
     ) -> None:
         self.position = start
-        self._last = last
         self._topic = topic
         self._bounds = start.last_key(), last.last_key()
         self._request_timeout = lookup.timeout
@@ -136,7 +135,7 @@ class MessageCounter:
         return (
             not self.exhausted
             and self.position.last_key() == start.last_key()
-            and self._last.last_key() == last.last_key()
+            and self._bounds[1] == last.last_key()
         )
 
     def close(self) -> None:
