@@ -12,12 +12,18 @@ official producer (batching on). On ``local[2]``, in one SparkSession:
 3. for reference, the same query without ``maxMessagesPerTrigger`` (one micro-batch), which
    separates the cost of the limit from the fixed per-query and per-batch costs.
 
+Then the same three reads of the ceiling source (``ceiling.py``: the same rows per partition,
+prebuilt, no I/O): its streaming over batch ratio is what Spark itself costs a Python source's
+streaming query (the streaming source's own process, offsets, checkpoints, a job per
+micro-batch), and the bound reported is the connector's batch time over that time plus what
+streaming adds to the ceiling's: the best ratio any source as fast as the connector could reach.
+
 For each streaming run: msg/s over the wall time from ``start()`` to the end of the query, the
 number of micro-batches, each batch's ``durationMs`` breakdown from ``query.recentProgress``
 (triggerExecution, latestOffset, queryPlanning, walCommit, addBatch, commitOffsets), the query
-start-up (from ``start()`` to the first trigger) and msg/s inside triggers. The goal is a
-streaming rate within 25% of the batch rate. Results go to
-``benchmarks/results/bench_stream.json``.
+start-up (from ``start()`` to the first trigger), msg/s inside triggers and the cores busy
+(see :class:`common.CpuUse`). The goal is a streaming rate within 25% of the batch rate.
+Results go to ``benchmarks/results/bench_stream.json``.
 
     python benchmarks/bench_stream.py [--messages 1000000] [--max-per-trigger 250000]
 """
@@ -30,14 +36,17 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ceiling import CeilingSource
 from common import (
     PHASES,
+    CpuUse,
     WorkerMemory,
     add_dataset_arguments,
     format_table,
@@ -51,33 +60,29 @@ from common import (
 QUERY_TIMEOUT = 600.0
 
 
-def batch_read(spark: Any, url: str, topic: str, messages: int) -> dict[str, Any]:
-    df = spark.read.format("pulsar").option("service.url", url).option("topic", topic).load()
-    with WorkerMemory() as memory, timer() as elapsed:
+def batch_read(spark: Any, source: Source, messages: int) -> dict[str, Any]:
+    df = spark.read.format(source.format).options(**source.options).load()
+    with WorkerMemory() as memory, CpuUse() as cpu, timer() as elapsed:
         df.write.format("noop").mode("overwrite").save()
     seconds = elapsed["seconds"]
     return {
         "seconds": round(seconds, 3),
         "msg_per_s": round(messages / seconds),
         **memory.peak.summary(),
+        **cpu.summary(),
     }
 
 
 def stream_read(
-    spark: Any, url: str, topic: str, max_per_trigger: int | None, messages: int
+    spark: Any, source: Source, max_per_trigger: int | None, messages: int
 ) -> dict[str, Any]:
     checkpoint = tempfile.mkdtemp(prefix="bench-stream-checkpoint-")
     try:
-        reader = (
-            spark.readStream.format("pulsar")
-            .option("service.url", url)
-            .option("topic", topic)
-            .option("startingOffsets", "earliest")
-        )
+        reader = spark.readStream.format(source.format).options(**source.stream_options)
         if max_per_trigger is not None:
             reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
         df = reader.load()
-        with WorkerMemory() as memory, timer() as elapsed:
+        with WorkerMemory() as memory, CpuUse() as cpu, timer() as elapsed:
             started = time.time()
             query = (
                 df.writeStream.format("noop")
@@ -133,7 +138,18 @@ def stream_read(
         "mean_ms_per_batch": overhead,
         "batches": per_batch,
         **memory.peak.summary(),
+        **cpu.summary(),
     }
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source to read: ``pulsar`` (the connector) or ``ceiling`` (no I/O, see ceiling.py)."""
+
+    label: str
+    format: str
+    options: dict[str, str]
+    stream_options: dict[str, str]
 
 
 def _epoch(timestamp: str) -> float:
@@ -149,38 +165,24 @@ def main() -> None:
     broker = start_broker("bench", args.partitions)
     try:
         published = publish_dataset(broker, args)
-        url, topic = broker.service_url, published.topic
-
+        pulsar = {"service.url": broker.service_url, "topic": published.topic}
+        counts = ",".join(str(n) for n in published.counts)
+        ceiling = {"counts": counts, "size": str(args.size)}
+        sources = (
+            Source("pulsar", "pulsar", pulsar, {**pulsar, "startingOffsets": "earliest"}),
+            Source("ceiling", "ceiling", ceiling, ceiling),
+        )
         spark = spark_session("bench_stream")
+        spark.dataSource.register(CeilingSource)
         try:
-            batch_runs = []
-            for run in ("warm-up", "measured"):
-                result = batch_read(spark, url, topic, args.messages)
-                print(f"  batch {run}: {result['seconds']:.2f} s, {result['msg_per_s']:,} msg/s")
-                batch_runs.append({"run": run, **result})
-            stream_runs = []
-            for run, limit in (
-                ("warm-up", args.max_per_trigger),
-                ("measured", args.max_per_trigger),
-                ("no limit", None),
-            ):
-                result = stream_read(spark, url, topic, limit, args.messages)
-                print(
-                    f"  stream {run}: {result['seconds']:.2f} s, {result['msg_per_s']:,} msg/s, "
-                    f"{result['micro_batches']} micro-batches, {result['rows']:,} rows; "
-                    f"start-up {result['startup_seconds']:.2f} s, in triggers "
-                    f"{result['seconds_in_triggers']:.2f} s, shutdown "
-                    f"{result['shutdown_seconds']:.2f} s",
-                    flush=True,
-                )
-                stream_runs.append({"run": run, "maxMessagesPerTrigger": limit, **result})
+            runs = {source.label: read_all_ways(spark, source, args) for source in sources}
         finally:
             spark.stop()
     finally:
         broker.stop()
 
-    batch, stream = batch_runs[-1], stream_runs[1]
-    ratio = stream["msg_per_s"] / batch["msg_per_s"]
+    ratios = {label: _ratio(batch, stream) for label, (batch, stream) in runs.items()}
+    stream = runs["pulsar"][1][1]
     print("\nmicro-batches of the measured streaming run (ms):")
     print(
         format_table(
@@ -189,21 +191,40 @@ def main() -> None:
         )
     )
     print(f"mean per micro-batch (ms): {stream['mean_ms_per_batch']}")
-    print(f"\nstreaming / batch (measured runs): {ratio:.2f}  (goal: >= 0.75)")
+    bound = _bound(runs)
+    print(
+        f"\nstreaming / batch (measured runs): {ratios['pulsar']:.2f}  (goal: >= 0.75); "
+        f"the ceiling source's: {ratios['ceiling']:.2f}\n"
+        f"  Spark's own streaming cost (the ceiling's stream time minus its batch time) added "
+        f"to the connector's batch time would leave at most {bound:.2f}"
+    )
     rows = [
-        ["batch", r["run"], r["seconds"], r["msg_per_s"], "-", "-", "-", r["max_worker_rss_mb"]]
+        [
+            f"{label} batch",
+            r["run"],
+            r["seconds"],
+            r["msg_per_s"],
+            "-",
+            "-",
+            "-",
+            r["cores_busy"],
+            r["max_worker_rss_mb"],
+        ]
+        for label, (batch_runs, _) in runs.items()
         for r in batch_runs
     ] + [
         [
-            "stream" if r["maxMessagesPerTrigger"] else "stream, no maxMessagesPerTrigger",
+            f"{label} stream" + ("" if r["maxMessagesPerTrigger"] else ", no limit"),
             r["run"],
             r["seconds"],
             r["msg_per_s"],
             r["micro_batches"],
             r["startup_seconds"],
             r["msg_per_s_in_triggers"],
+            r["cores_busy"],
             r["max_worker_rss_mb"],
         ]
+        for label, (_, stream_runs) in runs.items()
         for r in stream_runs
     ]
     report(
@@ -216,21 +237,73 @@ def main() -> None:
             "micro-batches",
             "start-up s",
             "msg/s in triggers",
+            "cores busy",
             "worker RSS max MB",
         ],
         rows,
         {
             "published": published.summary(),
             "max_messages_per_trigger": args.max_per_trigger,
-            "batch_runs": batch_runs,
-            "stream_runs": stream_runs,
-            "stream_over_batch": round(ratio, 2),
-            "rows_ok": all(r["rows"] == args.messages for r in stream_runs),
+            "runs": runs,
+            "stream_over_batch": round(ratios["pulsar"], 2),
+            "ceiling_stream_over_batch": round(ratios["ceiling"], 2),
+            "stream_over_batch_bound": round(bound, 2),
         },
     )
-    bad = [r["rows"] for r in stream_runs if r["rows"] != args.messages]
+    bad = [
+        (label, r["rows"])
+        for label, (_, stream_runs) in runs.items()
+        for r in stream_runs
+        if r["rows"] != args.messages
+    ]
     if bad:
         sys.exit(f"streaming runs read {bad} rows, expected {args.messages:,}")
+
+
+Runs = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def read_all_ways(spark: Any, source: Source, args: argparse.Namespace) -> Runs:
+    """Batch runs (warm-up, measured), then stream runs (warm-up, measured, no limit)."""
+    batch_runs = []
+    for run in ("warm-up", "measured"):
+        result = batch_read(spark, source, args.messages)
+        print(
+            f"  {source.label} batch {run}: {result['seconds']:.2f} s, "
+            f"{result['msg_per_s']:,} msg/s, cores busy {result['cores_busy']}",
+            flush=True,
+        )
+        batch_runs.append({"run": run, **result})
+    stream_runs = []
+    for run, limit in (
+        ("warm-up", args.max_per_trigger),
+        ("measured", args.max_per_trigger),
+        ("no limit", None),
+    ):
+        result = stream_read(spark, source, limit, args.messages)
+        print(
+            f"  {source.label} stream {run}: {result['seconds']:.2f} s, "
+            f"{result['msg_per_s']:,} msg/s, {result['micro_batches']} micro-batches, "
+            f"{result['rows']:,} rows; start-up {result['startup_seconds']:.2f} s, in triggers "
+            f"{result['seconds_in_triggers']:.2f} s, shutdown "
+            f"{result['shutdown_seconds']:.2f} s, cores busy {result['cores_busy']}",
+            flush=True,
+        )
+        stream_runs.append({"run": run, "maxMessagesPerTrigger": limit, **result})
+    return batch_runs, stream_runs
+
+
+def _ratio(batch_runs: list[dict[str, Any]], stream_runs: list[dict[str, Any]]) -> float:
+    """Streaming over batch throughput, of the measured runs."""
+    return float(stream_runs[1]["msg_per_s"] / batch_runs[-1]["msg_per_s"])
+
+
+def _bound(runs: dict[str, Runs]) -> float:
+    """The connector's stream/batch ratio if its streaming cost no more than Spark's own: its
+    batch time over that time plus what streaming adds to the ceiling source's time."""
+    batch = runs["pulsar"][0][-1]["seconds"]
+    added = runs["ceiling"][1][1]["seconds"] - runs["ceiling"][0][-1]["seconds"]
+    return float(batch / (batch + added))
 
 
 if __name__ == "__main__":

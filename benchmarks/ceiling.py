@@ -10,6 +10,11 @@ connector as a share of it.
 
 Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
 (``true``: a key and two properties per row, like :class:`common.Shape`).
+
+``spark.readStream.format("ceiling")`` reads the same rows as a stream, with
+``maxMessagesPerTrigger`` as the connector has it (each micro-batch takes an even share of the
+limit from every partition that has rows left) and ``Trigger.AvailableNow``: what Spark itself
+costs a streaming query of a Python source, per query and per micro-batch.
 """
 
 from __future__ import annotations
@@ -20,7 +25,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from pulsar_spark.arrow.decode import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
@@ -42,6 +58,10 @@ class CeilingSource(DataSource):
             int(self.options["size"]),
             self.options.get("keyed", "false") == "true",
         )
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        limit = self.options.get("maxMessagesPerTrigger")
+        return CeilingStreamReader(self.reader(schema), None if limit is None else int(limit))
 
 
 class CeilingPartition(InputPartition):  # type: ignore[misc]
@@ -68,6 +88,41 @@ class CeilingReader(DataSourceReader):
         while left > 0:
             yield batch if left >= len(batch) else batch.slice(0, left)
             left -= len(batch)
+
+
+class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The batch reader's rows as a stream; offsets are the rows read from each partition."""
+
+    def __init__(self, batch: CeilingReader, limit: int | None) -> None:
+        self.batch = batch
+        self.limit = limit
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"rows": [0] * len(self.batch.counts)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable() if self.limit is None else ReadMaxRows(self.limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass  # the rows are fixed: all of them are available now
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        counts = self.batch.counts
+        if not isinstance(limit, ReadMaxRows):
+            return {"rows": list(counts)}
+        share = max(1, limit.max_rows // len(counts))
+        done = start["rows"]
+        return {"rows": [min(n, d + share) for n, d in zip(counts, done, strict=True)]}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        spans = enumerate(zip(start["rows"], end["rows"], strict=True))
+        return [CeilingPartition(i, last - first) for i, (first, last) in spans if last > first]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.batch.read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
 
 
 def prebuilt(rows: int, keyed: bool, size: int, partition: int) -> pa.RecordBatch:

@@ -500,22 +500,9 @@ class WorkerMemory:
         Only descendants of this process count (this process starts the JVM, which starts
         the workers): other Spark applications on the same machine are left out.
         """
-        me = os.getpid()
-        parents: dict[int, int] = {}
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as f:
-                        # "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
-                        parents[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    continue  # the process ended between listing and reading
-        for pid in parents:
-            if not _descends_from(pid, me, parents):
-                continue
+        for pid in _descendants():
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    args = f.read().decode(errors="replace").split("\0")
+                args = _command_line(pid)
                 cmdline = " ".join(args)
                 if not any(marker in cmdline for marker in WORKER_MARKERS):
                     continue
@@ -525,6 +512,97 @@ class WorkerMemory:
                 continue
             is_executor = "pyspark.worker" in args or any("pyspark/worker" in a for a in args)
             yield pid, resident_pages * self._page_kb, is_executor
+
+
+def _descendants() -> Iterator[int]:
+    """The process ids of this process's descendants, read from ``/proc``."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat_fields(int(entry.name))[1])
+            except (OSError, ValueError, IndexError):
+                continue  # the process ended between listing and reading
+    return (pid for pid in parents if _descends_from(pid, me, parents))
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: state, ppid, ... (the name,
+    in parentheses, may hold spaces, so the split starts after its last ``)``)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def _command_line(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode(errors="replace").split("\0")
+
+
+class CpuUse:
+    """The CPU time this process and its descendants (the broker, the JVM, the Python workers)
+    spend while the block runs, in cores busy on average; the broker's and the JVM's apart.
+
+    On a machine where the broker, the JVM and the Python workers share the cores, this says
+    how much of the machine a read keeps busy, so what more tasks could gain: a read that
+    keeps ``u`` of ``n`` cores busy can go at most ``n / u`` times faster with more tasks
+    doing the same work per message. A process's time includes that of its children it has
+    waited for, so a Python worker that ends inside the block is counted in its daemon's.
+    ``machine_cores`` is every process's, others' included.
+    """
+
+    def __init__(self) -> None:
+        self.cores_busy = self.broker_cores = self.jvm_cores = self.machine_cores = 0.0
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> CpuUse:
+        self._start = (time.perf_counter(), self._machine(), self._processes())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        wall = time.perf_counter() - self._start[0]
+        machine, roles = self._machine(), self._processes()
+
+        def cores(ticks: int) -> float:
+            return ticks / self._tick / wall
+
+        before = self._start[2]
+        used = {role: ticks - before.get(role, 0) for role, ticks in roles.items()}
+        self.cores_busy = cores(sum(used.values()))
+        self.broker_cores = cores(used.get("broker", 0))
+        self.jvm_cores = cores(used.get("jvm", 0))
+        self.machine_cores = cores(machine - self._start[1])
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "cores_busy": round(self.cores_busy, 2),
+            "broker_cores": round(self.broker_cores, 2),
+            "jvm_cores": round(self.jvm_cores, 2),
+            "machine_cores": round(self.machine_cores, 2),
+        }
+
+    @staticmethod
+    def _machine() -> int:
+        """Busy clock ticks of all CPUs since boot (user, nice, system, irq, softirq)."""
+        with open("/proc/stat", "rb") as f:
+            ticks = [int(t) for t in f.readline().split()[1:]]
+        user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
+        return user + nice + system + irq + softirq
+
+    @staticmethod
+    def _processes() -> dict[str, int]:
+        """Clock ticks (user + system, own and of waited-for children) used so far by the
+        broker, the JVM and the rest of this process's tree (itself included)."""
+        used: dict[str, int] = {}
+        for pid in [os.getpid(), *_descendants()]:
+            try:
+                program = os.path.basename(_command_line(pid)[0])
+                fields = _stat_fields(pid)
+            except (OSError, IndexError):
+                continue
+            role = "jvm" if program == "java" else "broker" if "pulsar" in program else "python"
+            used[role] = used.get(role, 0) + sum(int(f) for f in fields[11:15])
+        return used
 
 
 def _descends_from(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
@@ -622,7 +700,7 @@ def timed_run(
     with the Python workers' memory sampled; its result row (``fields`` added), or its error."""
     kind = "warm-up" if run == 0 and runs > 1 else "measured"
     try:
-        with WorkerMemory() as memory, timer() as elapsed:
+        with WorkerMemory() as memory, CpuUse() as cpu, timer() as elapsed:
             action()
     except Exception as exc:
         error = short_error(exc)
@@ -633,7 +711,8 @@ def timed_run(
         f"  {label} run {run + 1}: {seconds:.2f} s, {messages / seconds:,.0f} msg/s, "
         f"worker RSS max {memory.peak.max_worker_rss_mb:.0f} MB "
         f"(sum {memory.peak.max_total_rss_mb:.0f} MB over {memory.peak.max_workers} "
-        "processes)",
+        f"processes); cores busy {cpu.cores_busy:.2f} (broker {cpu.broker_cores:.2f}, "
+        f"JVM {cpu.jvm_cores:.2f})",
         flush=True,
     )
     return {
@@ -643,6 +722,7 @@ def timed_run(
         "seconds": round(seconds, 3),
         "msg_per_s": round(messages / seconds),
         **memory.peak.summary(),
+        **cpu.summary(),
     }
 
 
