@@ -9,10 +9,11 @@ Python.
 Values, keys and property strings arrive as :class:`Spans` into the entries' payloads, and each
 string column is copied once (:class:`_StringColumns`):
 
-- where every entry's strings in the column are of one length (same-size values, a key or a
-  property a whole batch shares), numpy copies just the strings straight from each entry's own
-  buffer into the column's data: one strided copy per entry where they lie at one distance from
-  each other, else one gather of fixed-size items (:func:`_fixed`);
+- where every entry's strings in the column lie end to end in its buffer (a run of one-message
+  entries) or are of one length (same-size values, a key or a property a whole batch shares),
+  numpy copies just the strings straight from each entry's own buffer into the column's data:
+  one copy per entry, of the bytes as they lie, strided where the strings are at one distance
+  from each other, else a gather of fixed-size items (:func:`_copies`);
 - any other column is taken by Arrow, in one call, from the buffers it points into joined end to
   end (:class:`_Payloads`, :func:`_binary`); only those buffers are joined, and none when no
   column needs them.
@@ -154,78 +155,97 @@ class _Column:
         self.valid = None
         if any(s.valid is not None for s in spans):
             self.valid = np.concatenate([_valid(s) for s in spans])
-        self.layout = _fixed(self.starts, self.lengths, self.counts)
+        self.copies = _copies(self.starts, self.lengths, self.counts)
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def copied(self) -> pa.Array:
-        """The strings of a column whose every entry's strings are of one length (see
-        :func:`_fixed`): one numpy copy per entry of just its strings, into one buffer."""
-        assert self.layout is not None
+        """The strings of a column :func:`_copies` lays out: one numpy copy per entry of just
+        its strings, into one buffer."""
+        assert self.copies is not None
         rows = len(self)
         offsets = np.zeros(rows + 1, dtype=np.int32)
         np.cumsum(self.lengths, out=offsets[1:])
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
         at = 0
-        for entry, count, width, start, stride in zip(*self.layout, strict=True):
-            spans, kind, size = self.spans[entry], f"V{width}", count * width
-            if stride is None:  # any starts: a gather of fixed-size items
-                every = np.ndarray((len(spans.buffer) - width + 1,), kind, spans.buffer, 0, (1,))
-                strings = every[spans.starts]
+        for entry, count, width, start, stride, size in zip(*self.copies, strict=True):
+            buffer = self.spans[entry].buffer
+            if not width:  # the strings lie end to end
+                data[at : at + size] = np.frombuffer(buffer, np.uint8, size, start)
             else:
-                strings = np.ndarray((count,), kind, spans.buffer, start, (stride,))
-            data[at : at + size].view(kind)[:] = strings
+                kind = f"V{width}"
+                if stride is None:  # any starts: a gather of fixed-size items
+                    every = np.ndarray((len(buffer) - width + 1,), kind, buffer, 0, (1,))
+                    strings = every[self.spans[entry].starts]
+                else:
+                    strings = np.ndarray((count,), kind, buffer, start, (stride,))
+                data[at : at + size].view(kind)[:] = strings
             at += size
         validity = None if self.valid is None else pa.array(self.valid).buffers()[1]
         buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.binary(), rows, buffers)
 
 
-_Layout = tuple[list[int], list[int], list[int], list[int], list[int | None]]
+# Per copy: the entry, its rows, its strings' one length (0: they lie end to end), the first
+# one's start, the stride between them (None: a gather) and the bytes copied.
+_Copies = tuple[list[int], list[int], list[int], list[int], list[int | None], list[int]]
 
 
-def _fixed(
+def _copies(
     starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]
-) -> _Layout | None:
-    """When every entry's strings are of one length (a producer's same-size values, a key or
-    property shared by a batch), the copies that lay them out: for each entry with strings not
-    empty, its index, row count, string length, first start, and its stride where its strings
-    are each the same distance (0 or more) after the one before, else None (a gather). None
-    otherwise, and where entries are too small for a copy each. Whole-array numpy, no loop."""
+) -> _Copies | None:
+    """The copies that lay out a column whose every entry's strings lie end to end in its
+    buffer (a run of one-message entries) or are of one length (same-size values, a key or a
+    property a whole batch shares): a copy of the bytes, a strided copy where the strings are
+    each the same distance (0 or more) after the one before, else a gather. None for any other
+    column, and where entries are too small for a copy each. Whole-array numpy, no loop."""
     rows = len(starts)
     used = np.flatnonzero(counts)  # entries with no strings (no properties) need no copy
     if not rows or rows < FIXED_MIN_ROWS * len(used):
         return None
     sizes = counts[used]
-    if not (lengths[: sizes[0]] == lengths[0]).all():  # the first entry: a cheap early no
+    ends = starts + lengths
+    first = int(sizes[0])  # the first entry: a cheap early no
+    if (
+        not (lengths[:first] == lengths[0]).all()
+        and not (starts[1:first] == ends[: first - 1]).all()
+    ):
         return None
     firsts = np.cumsum(sizes) - sizes
+    follows = np.empty(rows, dtype=np.bool_)  # each string begins where the one before ends
+    np.equal(starts[1:], ends[:-1], out=follows[1:])
+    follows[firsts] = True
+    end_to_end = np.logical_and.reduceat(follows, firsts)
     widths = lengths[firsts]
-    if not (lengths == np.repeat(widths, sizes)).all():
+    fixed = np.logical_and.reduceat(lengths == np.repeat(widths, sizes), firsts)
+    if not (end_to_end | fixed).all():
         return None
     second = np.minimum(firsts + 1, rows - 1)
     steps = np.where(sizes > 1, starts[second] - starts[firsts], 0)
     index = np.arange(rows, dtype=np.int64) - np.repeat(firsts, sizes)
     expected = np.repeat(starts[firsts], sizes) + index * np.repeat(steps, sizes)
     strided = np.logical_and.reduceat(starts == expected, firsts) & (steps >= 0)
-    copies = np.flatnonzero(widths)
+    totals = np.add.reduceat(lengths, firsts)
+    copies = np.flatnonzero(totals)
+    widths = np.where(end_to_end, 0, widths)[copies]
     stride = [
-        s if ok else None
-        for s, ok in zip(steps[copies].tolist(), strided[copies].tolist(), strict=True)
+        step if ok else None
+        for step, ok in zip(steps[copies].tolist(), strided[copies].tolist(), strict=True)
     ]
     return (
         used[copies].tolist(),
         sizes[copies].tolist(),
-        widths[copies].tolist(),
+        widths.tolist(),
         starts[firsts[copies]].tolist(),
         stride,
+        totals[copies].tolist(),
     )
 
 
 class _StringColumns:
     """The string columns of a record batch (values, keys, property names and values), each
-    copied once (see the module docstring): entry by entry where :func:`_fixed` lays it out,
+    copied once (see the module docstring): entry by entry where :func:`_copies` lays it out,
     else from :class:`_Payloads`."""
 
     def __init__(self, parts: Sequence[MessageColumns]) -> None:
@@ -240,11 +260,11 @@ class _StringColumns:
             self.names = _Column([c.names for c in self.properties])
             self.items = _Column([c.values for c in self.properties])
         columns = (self.values, self.keys, self.names, self.items)
-        self._payloads = _Payloads([c for c in columns if c is not None and c.layout is None])
+        self._payloads = _Payloads([c for c in columns if c is not None and c.copies is None])
 
     def binary(self, column: _Column) -> pa.Array:
         """The column as a binary array (null where not valid)."""
-        if column.layout is not None:
+        if column.copies is not None:
             return column.copied()
         return self._payloads.array(column)
 

@@ -17,6 +17,7 @@ import pytest
 
 from pulsar_spark.arrow.decode import FIXED_MIN_ROWS, _StringColumns, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import decode_entries, entry_info
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans
 from pulsar_spark.protocol.single_runs import SingleRun
@@ -85,7 +86,7 @@ def copied(parts: list[MessageColumns]) -> dict[str, bool]:
     columns = _StringColumns(parts)
     found = {"value": columns.values, "key": columns.keys}
     found |= {"name": columns.names, "item": columns.items}
-    return {name: column.layout is not None for name, column in found.items() if column}
+    return {name: column.copies is not None for name, column in found.items() if column}
 
 
 def value(i: int, size: int) -> bytes:
@@ -197,6 +198,14 @@ def test_properties_of_one_size_and_of_varying_sizes() -> None:
     assert [p for _, _, p in rows][N:] == [[("trace", str(i)), ("src", "b")] for i in range(N)]
 
 
+def pairs(names: list[bytes], items: list[bytes]) -> tuple[Spans, Spans]:
+    """Names and values over one buffer, each name followed by its value (as in a batch)."""
+    buffer = b"".join(n + i for n, i in zip(names, items, strict=True))
+    lengths = np.array([len(x) for pair in zip(names, items, strict=True) for x in pair])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return Spans(buffer, starts[0::2], lengths[0::2]), Spans(buffer, starts[1::2], lengths[1::2])
+
+
 @pytest.mark.parametrize("count", [N, 2 * N])
 def test_property_strings_that_are_not_utf8_are_read_as_java_reads_them(count: int) -> None:
     names = [b"ok", b"\xffx"] * (count // 2)
@@ -207,11 +216,7 @@ def test_property_strings_that_are_not_utf8_are_read_as_java_reads_them(count: i
         batch_index=np.arange(count, dtype=np.int32),
         values=Spans.of([b"v"] * count),
         key=None,
-        properties=PropertyColumns(
-            offsets=np.arange(count + 1, dtype=np.int64),
-            names=Spans.of(names),
-            values=Spans.of(items),
-        ),
+        properties=PropertyColumns(np.arange(count + 1, dtype=np.int64), *pairs(names, items)),
         event_time=np.zeros(count, dtype=np.int64),
         sequence_id=np.arange(count, dtype=np.int64),
     )
@@ -222,23 +227,52 @@ def test_property_strings_that_are_not_utf8_are_read_as_java_reads_them(count: i
 
 
 def test_one_message_entries_alone_and_in_runs() -> None:
-    """Entries of one message each: as the reader collects them (runs) they are copied; one
-    MessageColumns per message is left to the joined buffers."""
-    metadata = outer(partition_key="key")
-    infos = [entry_info(metadata, 9, i, 2) for i in range(200)]
+    """Entries of one message each: as the reader collects them (runs) their values and keys
+    lie end to end and are copied as they lie; one MessageColumns per message is left to the
+    joined buffers."""
+    metadata = [
+        outer(
+            partition_key=f"key-{i}",
+            null_value=i % 5 == 0,
+            properties=[pb.KeyValue(key="n", value=str(i))],
+        )
+        for i in range(200)
+    ]
+    payloads = [b"" if i % 5 == 0 else value(i, i % 30) for i in range(200)]
     run = SingleRun()
     alone = []
-    for i, info in enumerate(infos):
-        run.add(info, metadata, value(i, 20))
+    for i, (meta, payload) in enumerate(zip(metadata, payloads, strict=True)):
+        info = entry_info(meta, 9, i, 2)
+        run.add(info, meta, payload)
         single = SingleRun()
-        single.add(info, metadata, value(i, 20))
+        single.add(info, meta, payload)
         alone.append(single.take())
     runs = [run.take()]
-    assert copied(runs) == {"value": True, "key": True}
-    assert copied(alone) == {"value": False, "key": False}
-    rows = [(b"key", value(i, 20), []) for i in range(200)]
+    assert copied(runs) == {"value": True, "key": True, "name": True, "item": False}
+    assert copied(alone) == {"value": False, "key": False, "name": False, "item": False}
+    rows = [
+        (f"key-{i}".encode(), None if i % 5 == 0 else value(i, i % 30), [("n", str(i))])
+        for i in range(200)
+    ]
     assert built(runs) == expected(runs) == rows
     assert built(alone) == expected(alone) == rows
+
+
+def test_runs_and_batches_in_one_record_batch() -> None:
+    """A run (strings end to end) next to batches of same-size values (strided, gathered)."""
+    run = SingleRun()
+    meta = outer()
+    for i in range(N):
+        run.add(entry_info(meta, 9, 100 + i, 2), meta, value(i, i % 7))
+    strided = entries([{"value": value(i, 9)} for i in range(N)])
+    gathered = entries([{"value": value(i, 9), "sequence_id": 100 + i} for i in range(N)])
+    parts = [*strided, run.take(), *gathered]
+    assert copied(parts) == {"value": True}
+    rows = built(parts)
+    assert rows == expected(parts)
+    assert [v for _, v, _ in rows] == [value(i, 9) for i in range(N)] + [
+        value(i, i % 7) for i in range(N)
+    ] + [value(i, 9) for i in range(N)]
 
 
 def test_compacted_out_rows_are_left_out() -> None:
