@@ -18,7 +18,7 @@ string column is copied once (:class:`_StringColumns`):
   end (:class:`_Payloads`, :func:`_binary`); only those buffers are joined, and none when no
   column needs them.
 
-Entries too small to pay for a copy each (fewer than :data:`FIXED_MIN_ROWS` rows on average)
+Entries too small to pay for a copy each (fewer than :data:`COPY_MIN_ROWS` rows on average)
 take the second way. Strings that are not UTF-8 where Arrow needs text (property names and
 values) are read as Java reads them: undecodable bytes become U+FFFD.
 """
@@ -140,7 +140,7 @@ def to_record_batch(
 # Below this many rows per entry, on average, a column is not copied entry by entry: the
 # Python cost of one copy per entry (about 1 us) would exceed what it saves over the joined
 # buffers (measured on 100-byte values: 64 rows an entry 20% slower, 128 rows 5% faster).
-FIXED_MIN_ROWS = 128
+COPY_MIN_ROWS = 128
 
 
 class _Column:
@@ -202,7 +202,7 @@ def _copies(
     column, and where entries are too small for a copy each. Whole-array numpy, no loop."""
     rows = len(starts)
     used = np.flatnonzero(counts)  # entries with no strings (no properties) need no copy
-    if not rows or rows < FIXED_MIN_ROWS * len(used):
+    if not rows or rows < COPY_MIN_ROWS * len(used):
         return None
     sizes = counts[used]
     ends = starts + lengths

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pulsar_spark.arrow.decode import FIXED_MIN_ROWS, _StringColumns, to_record_batch
+from pulsar_spark.arrow.decode import COPY_MIN_ROWS, _StringColumns, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import decode_entries, entry_info
@@ -24,7 +24,7 @@ from pulsar_spark.protocol.single_runs import SingleRun
 from tests.support.decoding import batch, outer, smm, strings
 
 TOPIC = "persistent://public/default/strings"
-N = FIXED_MIN_ROWS  # rows per entry that are copied entry by entry
+N = COPY_MIN_ROWS  # rows per entry that are copied entry by entry
 Row = tuple[bytes | None, bytes | None, list[tuple[str, str]]]
 
 
