@@ -205,13 +205,13 @@ def _copies(
     if not rows or rows < COPY_MIN_ROWS * len(used):
         return None
     sizes = counts[used]
-    ends = starts + lengths
     first = int(sizes[0])  # the first entry: a cheap early no
     if (
         not (lengths[:first] == lengths[0]).all()
-        and not (starts[1:first] == ends[: first - 1]).all()
+        and not (starts[1:first] == starts[: first - 1] + lengths[: first - 1]).all()
     ):
         return None
+    ends = starts + lengths
     firsts = np.cumsum(sizes) - sizes
     follows = np.empty(rows, dtype=np.bool_)  # each string begins where the one before ends
     np.equal(starts[1:], ends[:-1], out=follows[1:])
