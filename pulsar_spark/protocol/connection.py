@@ -30,6 +30,7 @@ import enum
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pulsar_spark.errors import (
     AuthenticationError,
@@ -48,6 +49,8 @@ from pulsar_spark.protocol.framing import (
 )
 
 Type = pb.BaseCommand.Type
+# Looked up once: reading a protobuf enum's member by attribute takes close to a microsecond.
+_MESSAGE, _SEND_RECEIPT = Type.MESSAGE, Type.SEND_RECEIPT
 
 # Responses that complete a request, and the BaseCommand field that holds each.
 _RESPONSE_FIELDS: dict[int, str] = {
@@ -105,15 +108,17 @@ class Response:
     error: PulsarSparkError | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MessageReceived:
+# The events of every message and every receipt are tuples, which are three times as quick to
+# make as frozen dataclasses: that counts where each entry holds one message.
+
+
+class MessageReceived(NamedTuple):
     consumer_id: int
     message: pb.CommandMessage
     payload: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiptReceived:
+class ReceiptReceived(NamedTuple):
     producer_id: int
     receipt: pb.CommandSendReceipt
 
@@ -284,10 +289,10 @@ class ClientConnection:
     def _handle(self, frame: Frame) -> list[Event]:
         command = frame.command
         kind = command.type
-        if kind == Type.MESSAGE:
+        if kind == _MESSAGE:
             message = command.message
             return [MessageReceived(message.consumer_id, message, frame.payload)]
-        if kind == Type.SEND_RECEIPT:
+        if kind == _SEND_RECEIPT:
             return [ReceiptReceived(command.send_receipt.producer_id, command.send_receipt)]
         if kind in _RESPONSE_FIELDS:
             return self._response(command, getattr(command, _RESPONSE_FIELDS[kind]))

@@ -20,7 +20,7 @@ hostile peer cannot make it allocate without bound. The buffering itself is
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -41,9 +41,9 @@ _U32 = struct.Struct(">I")
 _U32_PAIR = struct.Struct(">II")
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One decoded frame: the command and, for SEND/MESSAGE, the raw payload section."""
+class Frame(NamedTuple):
+    """One decoded frame: the command and, for SEND/MESSAGE, the raw payload section (a tuple:
+    one is made for every frame)."""
 
     command: pb.BaseCommand
     payload: memoryview | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +23,8 @@ IndexArray = npt.NDArray[np.intp]
 Properties = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class EntryInfo:
-    """What every message of one entry shares."""
+class EntryInfo(NamedTuple):
+    """What every message of one entry shares (a tuple: one is made for every entry)."""
 
     ledger_id: int
     entry_id: int

@@ -13,8 +13,7 @@ byte after the checksum to the end of the frame. The broker-entry block is not c
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import crc32c
 from google.protobuf.message import DecodeError
@@ -36,9 +35,9 @@ _U32 = struct.Struct(">I")
 _MAGIC_CRC = _U16.pack(MAGIC_CRC32C)
 
 
-@dataclass(frozen=True, slots=True)
-class PayloadSection:
-    """A parsed payload section. ``payload`` is still compressed as ``metadata.compression``."""
+class PayloadSection(NamedTuple):
+    """A parsed payload section. ``payload`` is still compressed as ``metadata.compression``
+    (a tuple: one is made for every entry)."""
 
     metadata: pb.MessageMetadata
     payload: bytes

@@ -7,7 +7,6 @@ of field order, over 64 KiB, numbers over 2**56, corrupt bytes) it must decline,
 from __future__ import annotations
 
 import base64
-import dataclasses
 import random
 import struct
 
@@ -277,7 +276,7 @@ def group(
     """Entries of random batches, each with its own entry id and batch sequence id."""
     return [
         (
-            dataclasses.replace(INFO, entry_id=INFO.entry_id + n),
+            INFO._replace(entry_id=INFO.entry_id + n),
             outer(num_messages_in_batch=count, sequence_id=1000 * (n + 1)),
             random_batch(seed, count),
         )
@@ -311,7 +310,7 @@ def test_a_batch_without_keys_properties_or_nulls_keeps_none_among_batches_with_
         (smm(payload_size=0, null_value=True, null_partition_key=True), b""),
     )
     entries = [
-        (dataclasses.replace(INFO, entry_id=n), outer(num_messages_in_batch=40), data)
+        (INFO._replace(entry_id=n), outer(num_messages_in_batch=40), data)
         for n, data in enumerate([rich, plain, rich])
     ]
     together = decode_entries(entries)
