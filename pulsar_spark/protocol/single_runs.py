@@ -54,7 +54,8 @@ class SingleRun:
                 metadata.null_partition_key,
             )
         )
-        self._properties.append(tuple((kv.key, kv.value) for kv in metadata.properties))
+        # A list first: quicker than handing tuple() a generator, once per message.
+        self._properties.append(tuple([(kv.key, kv.value) for kv in metadata.properties]))
         self._event_times.append(metadata.event_time)
         self._sequence_ids.append(metadata.sequence_id)
         self.size += len(payload)
@@ -64,6 +65,7 @@ class SingleRun:
         infos, count = self._infos, len(self._infos)
         if not count:
             raise ValueError("an empty run has no columns")
+        ledgers, entries, _, producers, published, replicated, versions = zip(*infos, strict=True)
         columns = MessageColumns(
             entry=infos[0],
             count=count,
@@ -74,12 +76,12 @@ class SingleRun:
             event_time=np.array(self._event_times, dtype=np.int64),
             sequence_id=np.array(self._sequence_ids, dtype=np.uint64).view(np.int64),
             rows=EntryRows(
-                ledger_id=np.fromiter((i.ledger_id for i in infos), np.int64, count),
-                entry_id=np.fromiter((i.entry_id for i in infos), np.int64, count),
-                publish_time=np.fromiter((i.publish_time for i in infos), np.int64, count),
-                producer_name=tuple(i.producer_name for i in infos),
-                replicated_from=tuple(i.replicated_from for i in infos),
-                schema_version=tuple(i.schema_version for i in infos),
+                ledger_id=np.array(ledgers, dtype=np.int64),
+                entry_id=np.array(entries, dtype=np.int64),
+                publish_time=np.array(published, dtype=np.int64),
+                producer_name=producers,
+                replicated_from=replicated,
+                schema_version=versions,
             ),
         )
         self._reset()
