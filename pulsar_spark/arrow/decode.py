@@ -129,7 +129,7 @@ def to_record_batch(
         _message_ids(parts, counts),
         _timestamps(_entry_column(parts, counts, "publish_time"), null_zero=False),
         _timestamps(np.concatenate([p.event_time for p in parts]), null_zero=True),
-        _properties(strings, parts, rows),
+        _properties(strings, rows),
         _entry_texts(parts, counts, "producer_name"),
         pa.array(np.concatenate([p.sequence_id for p in parts])),
         _entry_texts(parts, counts, "replicated_from"),
@@ -182,8 +182,7 @@ class _Column:
                     strings = np.ndarray((count,), kind, buffer, start, (stride,))
                 data[at : at + size].view(kind)[:] = strings
             at += size
-        validity = None if self.valid is None else pa.array(self.valid).buffers()[1]
-        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+        buffers = [_bitmap(self.valid), pa.py_buffer(offsets), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.binary(), rows, buffers)
 
 
@@ -317,6 +316,11 @@ def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
     return spans.valid if spans.valid is not None else np.ones(len(spans), dtype=np.bool_)
 
 
+def _bitmap(valid: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
+    """Arrow's validity bitmap of ``valid`` (None: every row valid)."""
+    return None if valid is None else pa.array(valid).buffers()[1]
+
+
 def _binary(spans: Spans) -> pa.Array:
     """The strings of ``spans`` as a binary array (null where not valid).
 
@@ -326,7 +330,7 @@ def _binary(spans: Spans) -> pa.Array:
     (repeated or reordered rows) are gathered with numpy first."""
     count = len(spans)
     ends = spans.starts + spans.lengths
-    validity = None if spans.valid is None else pa.array(spans.valid).buffers()[1]
+    validity = _bitmap(spans.valid)
     if count and (spans.starts[1:] >= ends[:-1]).all():
         offsets = np.empty(2 * count + 1, dtype=np.int32)
         offsets[0] = 0
@@ -345,8 +349,8 @@ def _binary(spans: Spans) -> pa.Array:
 
 
 def _ascii(array: pa.Array) -> bool:
-    """Whether every byte of a binary array (as built by :func:`_binary`, from offset 0) is
-    ASCII, and so valid UTF-8: a check several times cheaper than Arrow's full validation."""
+    """Whether every byte of a binary array (as built here: data from offset 0) is ASCII, and
+    so valid UTF-8: a check several times cheaper than Arrow's full validation."""
     _, offsets, data = array.buffers()
     if data is None or not len(array):
         return True
@@ -372,8 +376,7 @@ def _repeated_strings(texts: Sequence[str | None], counts: npt.NDArray[np.int64]
     data = b"".join(e * int(c) for e, c in zip(encoded, counts, strict=True))
     validity = None
     if any(t is None for t in texts):
-        valid = np.repeat(np.array([t is not None for t in texts]), counts)
-        validity = pa.array(valid).buffers()[1]
+        validity = _bitmap(np.repeat(np.array([t is not None for t in texts]), counts))
     return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data), validity)
 
 
@@ -417,7 +420,7 @@ def _timestamps(millis: npt.NDArray[np.int64], *, null_zero: bool) -> pa.Array:
     return pa.array(micros, type=TIMESTAMP_TYPE, mask=mask)
 
 
-def _properties(strings: _StringColumns, parts: Sequence[MessageColumns], rows: int) -> pa.Array:
+def _properties(strings: _StringColumns, rows: int) -> pa.Array:
     columns, names, items = strings.properties, strings.names, strings.items
     if columns is None or names is None or items is None:
         offsets = np.zeros(rows + 1, dtype=np.int32)
