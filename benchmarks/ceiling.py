@@ -12,9 +12,10 @@ Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes
 (``true``: a key and two properties per row, like :class:`common.Shape`).
 
 ``spark.readStream.format("ceiling")`` reads the same rows as a stream, with
-``maxMessagesPerTrigger`` as the connector has it (each micro-batch takes an even share of the
-limit from every partition that has rows left) and ``Trigger.AvailableNow``: what Spark itself
-costs a streaming query of a Python source, per query and per micro-batch.
+``maxMessagesPerTrigger`` (each micro-batch takes an even share of the limit from every
+partition, up to its rows left; equal partitions, as the benchmarks use, so split it as the
+connector does) and ``Trigger.AvailableNow``: what Spark itself costs a streaming query of a
+Python source, per query and per micro-batch.
 """
 
 from __future__ import annotations
