@@ -6,7 +6,9 @@ connector yields (up to 65,536 rows or 32 MiB of values), until the partition's 
 reached. The batch is built once per Python worker and kept (Spark reuses its workers, so a
 warm-up run builds it), which leaves only what Spark itself costs a Python source: moving Arrow
 batches from the worker into the JVM. No real source can be faster; ``bench_read`` reports the
-connector as a share of it.
+connector as a share of it. Like the connector, it freezes what a worker holds at its first task
+(:mod:`pulsar_spark.spark.worker_gc`), so the collection PySpark runs after every task is as
+cheap for it: a source that does so is faster, and a ceiling must not be beaten.
 
 Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
 (``true``: a key and two properties per row, like :class:`common.Shape`).
@@ -41,6 +43,7 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.arrow.decode import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 _BUILT: dict[tuple[int, bool, int], pa.RecordBatch] = {}
 
@@ -83,6 +86,7 @@ class CeilingReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, CeilingPartition)
+        freeze_worker_objects()
         rows_per_batch = max(1, min(DEFAULT_MAX_ROWS, DEFAULT_MAX_BYTES // self.size))
         batch = prebuilt(rows_per_batch, self.keyed, self.size, partition.index)
         left = partition.rows

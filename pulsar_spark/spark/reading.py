@@ -12,6 +12,7 @@ from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange, S
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.spark.planning import PartitionRead, make_lookup
 from pulsar_spark.spark.value_schemas import value_decoder
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 
 def read_partition(
@@ -22,6 +23,7 @@ def read_partition(
 
     ``on_start_gone`` is told when the range's start no longer exists (see the range reader).
     """
+    freeze_worker_objects()
     lookup = make_lookup(work.client)
     reader = RangeReader(
         lookup,

@@ -51,6 +51,7 @@ from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
 from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName
@@ -147,6 +148,7 @@ class _TaskWriter:
         anything fails, the remaining producers are let go without waiting for receipts and
         the first error is raised.
         """
+        freeze_worker_objects()
         with self._open:
             for batch in batches:
                 self._write_batch(batch)

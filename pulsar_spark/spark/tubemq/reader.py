@@ -60,6 +60,7 @@ from pulsar_spark.spark.tubemq.options import (
     PerPartition,
     TubeMQReadOptions,
 )
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def task(
 
 
 def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
+    freeze_worker_objects()
     policy = DataLossPolicy(read.fail_on_data_loss)
 
     def moved(first: int) -> None:

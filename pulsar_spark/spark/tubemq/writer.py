@@ -31,6 +31,7 @@ from pulsar_spark.client.tubemq.producer import Outgoing, TubeMQProducer
 from pulsar_spark.errors import ConfigurationError, LocalProtocolError
 from pulsar_spark.protocol.tubemq.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes
 from pulsar_spark.spark.tubemq.options import TubeMQWriteOptions
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 # Messages sent back to back before waiting for their acknowledgements.
 WINDOW = 500
@@ -70,6 +71,7 @@ class TubeMQCommitMessage(WriterCommitMessage):
 
 def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row and wait for each acknowledgement; the number of rows sent."""
+    freeze_worker_objects()
     context = TaskContext.get()
     first = context.partitionId() if context is not None else 0
     count = 0
