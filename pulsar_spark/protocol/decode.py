@@ -11,8 +11,8 @@ Three decoders read batches, fastest first; each either gives the exact result o
 
 - the *uniform* path here: most batches without keys from one producer have records of one
   length whose SingleMessageMetadata (SMM) differ only in the ``sequence_id`` varint. numpy
-  checks that on the ``n x record_length`` byte matrix and reads all n payloads and sequence
-  ids at once;
+  checks that eight bytes of every record at a time (strided uint64 views of the payload) and
+  reads all n payloads and sequence ids at once;
 - :mod:`batch_scan`: any batch whose SMMs a protobuf writer laid out in field order (keys,
   properties, varying sizes), parsed all at once with numpy;
 - :mod:`batch_walk`: the reference, one record after the other, for small batches and for
@@ -32,6 +32,7 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from pulsar_spark.errors import CorruptPayloadError
@@ -41,8 +42,10 @@ from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 from pulsar_spark.protocol.single_runs import single
+from pulsar_spark.protocol.varints import decode_fixed, decode_nine
 
 _U32 = struct.Struct(">I")
+_U64 = npt.NDArray[np.uint64]
 _SEQUENCE_ID_TAG = 0x40  # SingleMessageMetadata field 8, varint
 # Below this many messages the numpy scan costs more than walking the records: the scan has a
 # fixed cost of about 40 walked messages (measured with keys and two properties per message).
@@ -141,29 +144,27 @@ def _uniform_batch(
     if count < 2 or len(payload) % count:
         return None
     record = len(payload) // count
-    if record < 4:
+    if record < 8:  # too short to read eight bytes of every record at once
         return None
     (smm_size,) = _U32.unpack_from(payload, 0)
-    if 4 + smm_size > record:
+    header = 4 + smm_size
+    if header > record:
         return None
-    first = _parse_smm(payload[4 : 4 + smm_size])
+    first = _parse_smm(payload[4:header])
     payload_size = first.payload_size
-    if 4 + smm_size + payload_size != record or first.compacted_out:
+    if header + payload_size != record or first.compacted_out:
         return None
-    rows = np.frombuffer(payload, dtype=np.uint8).reshape(count, record)
-    header = rows[:, : 4 + smm_size]
-    varying = np.flatnonzero((header != header[0]).any(axis=0))
-    seq_span = _sequence_id_span(payload[4 : 4 + smm_size])
-    if varying.size and (seq_span is None or not _within(varying - 4, seq_span)):
+    seq_span = _sequence_id_span(payload[4:header])
+    varies = None if seq_span is None else (4 + seq_span[0], 4 + seq_span[1])
+    if _differ_elsewhere(payload, count, record, header, varies):
         return None
-    if seq_span is not None:
-        start, stop = seq_span
-        sequence_id = _varint_column(header[:, 4 + start : 4 + stop])
+    if varies is not None:
+        sequence_id = _varint_rows(payload, count, record, varies)
         if sequence_id is None:
             return None
     else:
         sequence_id = metadata.sequence_id + np.arange(count, dtype=np.int64)
-    data_start = 4 + smm_size + record * np.arange(count, dtype=np.int64)
+    data_start = header + record * np.arange(count, dtype=np.int64)
     return _columns_from_first(info, first, data_start, payload, sequence_id)
 
 
@@ -201,21 +202,50 @@ def _columns_from_first(
     )
 
 
-def _within(columns: np.ndarray, span: tuple[int, int]) -> bool:
-    return bool(columns.min() >= span[0] and columns.max() < span[1])
+def _row_words(payload: bytes, count: int, record: int, at: int) -> _U64:
+    """The eight bytes at offset ``at`` of each of ``count`` records of ``record`` bytes, as
+    little-endian uint64 (a strided view; ``at + 8`` must not pass a record's end)."""
+    words: _U64 = np.ndarray(
+        shape=(count,), dtype="<u8", buffer=payload, offset=at, strides=(record,)
+    )
+    return words
 
 
-def _varint_column(block: np.ndarray) -> np.ndarray | None:
-    """Decode one fixed-width varint per row of ``block`` (a uint8 matrix), or None if invalid."""
-    width = block.shape[1]
-    continuation = (block & 0x80) != 0
-    if continuation[:, -1].any() or (width > 1 and not continuation[:, :-1].all()):
+def _differ_elsewhere(
+    payload: bytes, count: int, record: int, size: int, varies: tuple[int, int] | None
+) -> bool:
+    """Whether any record's first ``size`` bytes differ from the first record's outside the
+    byte range ``varies``, compared eight bytes of every record at a time."""
+    mask = bytearray(b"\xff" * size) + bytes(8)
+    if varies is not None:
+        mask[varies[0] : varies[1]] = bytes(varies[1] - varies[0])
+    for at in sorted({min(start, record - 8) for start in range(0, size, 8)}):
+        compared = int.from_bytes(mask[at : at + 8], "little")
+        if compared:
+            words = _row_words(payload, count, record, at)
+            if int(np.bitwise_or.reduce(words ^ words[0])) & compared:
+                return True
+    return False
+
+
+def _varint_rows(
+    payload: bytes, count: int, record: int, span: tuple[int, int]
+) -> npt.NDArray[np.int64] | None:
+    """The varint filling byte range ``span`` of each record; None if one is not exactly
+    that long, or longer than nine bytes (a value over 2**63)."""
+    start, stop = span
+    if stop - start > 9:
         return None
-    if width > 9:
-        return None
-    shifts = (7 * np.arange(width, dtype=np.uint64)).astype(np.uint64)
-    values: np.ndarray = ((block & 0x7F).astype(np.uint64) << shifts).sum(axis=1)
-    return values.astype(np.int64)
+    at = min(start, record - 8)
+    words = _row_words(payload, count, record, at)
+    if start > at:
+        words = words >> np.uint64(8 * (start - at))
+    if stop - start == 9:
+        ninth = np.frombuffer(payload, dtype=np.uint8)[start + 8 :: record]
+        values = decode_nine(words, ninth)
+    else:
+        values = decode_fixed(words, stop - start)
+    return None if values is None else values.view(np.int64)
 
 
 def _sequence_id_span(smm: bytes) -> tuple[int, int] | None:

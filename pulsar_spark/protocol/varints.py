@@ -30,11 +30,36 @@ def decode_words(words: _U64) -> tuple[_U64, _I64]:
     """The varint at the start of each word, and its length (0 when over eight bytes)."""
     ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear
     lowest = ends & (~ends + _ONE)
-    kept = words & ((lowest << _ONE) - _ONE) & _LOW_BITS
-    for low, high, shift in _SQUEEZE:  # 7-bit groups into 14, 28, then 56 contiguous bits
-        kept = (kept & low) | ((kept & high) >> shift)
+    kept = _squeeze(words & ((lowest << _ONE) - _ONE) & _LOW_BITS, len(_SQUEEZE))
     lengths = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3
     return kept, lengths
+
+
+def decode_fixed(words: _U64, width: int) -> _U64 | None:
+    """The varint at the start of each word when every one is exactly ``width`` bytes long (1
+    to 8); None when one is not. Fewer steps than :func:`decode_words` for a known length."""
+    span = np.uint64((1 << (8 * width)) - 1)
+    high = _HIGH_BITS & span
+    if not ((words & high) == (high >> np.uint64(8))).all():  # each byte but the last goes on
+        return None
+    return _squeeze(words & (_LOW_BITS & span), (width - 1).bit_length())
+
+
+def decode_nine(words: _U64, ninth: npt.NDArray[np.uint8]) -> _U64 | None:
+    """Varints of exactly nine bytes (values from 2**56 to 2**63 - 1): their first eight bytes
+    as words, and their last bytes; None when one is another length."""
+    if not ((words & _HIGH_BITS) == _HIGH_BITS).all() or (ninth >= 0x80).any():
+        return None
+    top: _U64 = ninth.astype(np.uint64) << np.uint64(56)
+    return _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top
+
+
+def _squeeze(groups: _U64, steps: int) -> _U64:
+    """Close the gaps between the 7-bit groups of each word (one step joins pairs of groups:
+    one step is enough for two groups, two for four, three for eight)."""
+    for low, high, shift in _SQUEEZE[:steps]:  # 7-bit groups into 14, 28, then 56 bits
+        groups = (groups & low) | ((groups & high) >> shift)
+    return groups
 
 
 # A varint of a value at or above the i-th bound takes more than i + 1 bytes.
