@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 
 from pulsar_spark.arrow.decode import record_batches
-from pulsar_spark.client.reader import MAX_GROUP, MAX_RUN
+from pulsar_spark.client.reader import MAX_RUN, group_full
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.decode import Entry, decode_entries, entry_info, is_batch
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
@@ -91,9 +91,10 @@ def run(frames: bytes, messages: int, *, arrow: bool) -> float:
 
 def decoded(frames: bytes) -> Iterator[MessageColumns]:
     """Every entry's columns, decoded together as the reader does: one-message entries in runs,
-    batched entries in groups of up to MAX_GROUP."""
+    batched entries in groups as large (see ``group_full``)."""
     run = SingleRun()
     group: list[Entry] = []
+    messages = size = 0
     for frame in FrameDecoder().feed(frames):
         message_id = frame.command.message.message_id
         section = parse_payload_section(frame.payload or b"")
@@ -104,9 +105,11 @@ def decoded(frames: bytes) -> Iterator[MessageColumns]:
         info = entry_info(metadata, message_id.ledgerId, message_id.entryId, -1)
         if is_batch(metadata):
             group.append((info, metadata, data))
-            if len(group) >= MAX_GROUP:
+            messages += metadata.num_messages_in_batch
+            size += len(section.payload)
+            if group_full(len(group), messages, size):
                 yield from decode_entries(group)
-                group = []
+                group, messages, size = [], 0, 0
             continue
         run.add(info, metadata, data)
         if len(run) >= MAX_RUN:

@@ -304,10 +304,20 @@ MAX_RUN = 8192
 """One-message entries decoded together at most (see :mod:`pulsar_spark.protocol.single_runs`)."""
 MAX_RUN_BYTES = 8 * 1024 * 1024
 """Value bytes of one-message entries decoded together at most."""
-MAX_GROUP = 8
-"""Batched entries decoded together at most (see :mod:`pulsar_spark.protocol.decode`)."""
+GROUP_MESSAGES = 8000
+"""Batched entries are decoded together (see :mod:`pulsar_spark.protocol.decode`) until they
+hold this many messages: the fixed cost of decoding a group is then small per message, whatever
+the size of the producer's batches."""
+MAX_GROUP = 32
+"""Batched entries decoded together at most."""
 MAX_GROUP_BYTES = 4 * 1024 * 1024
 """Payload bytes (as received) of batched entries decoded together at most."""
+
+
+def group_full(entries: int, messages: int, size: int) -> bool:
+    """Whether a group of batched entries holding ``messages`` messages and ``size`` payload
+    bytes is to be decoded now."""
+    return messages >= GROUP_MESSAGES or entries >= MAX_GROUP or size >= MAX_GROUP_BYTES
 
 
 class _BatchGroup:
@@ -317,17 +327,19 @@ class _BatchGroup:
     def __init__(self, bounds: tuple[Key, Key]) -> None:
         self._first, self._last = bounds
         self._entries: list[RawEntry] = []
+        self._messages = 0
         self._size = 0
 
     def add(self, raw: RawEntry) -> None:
         self._entries.append(raw)
+        self._messages += raw.message_count
         self._size += len(raw.section.payload)
 
     def full(self) -> bool:
-        return len(self._entries) >= MAX_GROUP or self._size >= MAX_GROUP_BYTES
+        return group_full(len(self._entries), self._messages, self._size)
 
     def take(self) -> Iterator[MessageColumns]:
-        entries, self._entries, self._size = self._entries, [], 0
+        entries, self._entries, self._messages, self._size = self._entries, [], 0, 0
         if not entries:
             return
         decoded = decode_entries([_decompressed(raw, raw.section.payload) for raw in entries])
