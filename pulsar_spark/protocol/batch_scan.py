@@ -177,8 +177,10 @@ def _candidates(raw: _Bytes) -> tuple[_I64, _I64]:
     if end <= 0:
         nothing = np.zeros(0, dtype=np.int64)
         return nothing, nothing
-    at = np.flatnonzero(raw.u8[:end] == 0)
-    at = at[raw.u8[at + 1] == 0]
+    zero = raw.u8[: end + 1] == 0
+    # Pairs of zero bytes, found before the positions are listed: listing costs about 10 ns a
+    # position found, and there are half as many pairs as zero bytes.
+    at = np.flatnonzero(zero[:-1] & zero[1:])
     smm_end = at + 4 + ((raw.u8[at + 2].astype(np.int64) << 8) | raw.u8[at + 3])
     plausible = (smm_end > at + 4) & (smm_end <= raw.size) & _OPENING[raw.u8[at + 4]]
     return at[plausible].astype(np.int64), smm_end[plausible]
