@@ -5,8 +5,9 @@ How this works
 A reused PySpark worker runs a full ``gc.collect()`` after each task it finishes. A full
 collection walks every object the cyclic collector tracks, and a worker that has read from
 Pulsar tracks about 94,000: the functions, classes and dicts of PySpark, pyarrow, numpy,
-protobuf and this package. Measured on two cores, that walk took 30-40 ms of CPU per task, a
-third as much as decoding the task's 250,000 messages, and the worker's next task waits for it.
+protobuf and this package. Measured on two cores, that walk took 30-40 ms of CPU per task,
+half of this package's own time for a task of 250,000 small messages, and the worker's next
+task waits for it.
 
 The first time a worker process runs one of this package's tasks, :func:`freeze_worker_objects`
 moves every object then alive into the permanent generation (``gc.freeze``), which later
