@@ -12,8 +12,9 @@ case           messages    each message
 ``unbatched``  200,000     100 random bytes, batching off: one message per entry
 =============  ==========  ==================================================================
 
-Then, on ``local[2]``, each side reads the whole topic into Spark's ``noop`` sink, twice (a
-warm-up run, then the measured run):
+Then, on ``local[2]``, each side reads the whole topic into Spark's ``noop`` sink six times:
+three warm-up runs (in the first ones Spark's JIT compiler is still compiling, 0.3-0.5 s of a
+core per run, on both sources alike), then three measured runs:
 
 A. ``spark.read.format("pulsar")...load().write.format("noop").save()``.
 B. What a PySpark user can write today without this package: a DataFrame of the 4 partition
@@ -307,6 +308,7 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
                     lambda make=make, spark=spark: make(spark, service.service_url, published),
                     args.runs,
                     case.messages,
+                    warmups=args.warmups,
                 )
             finally:
                 spark.stop()
@@ -355,8 +357,14 @@ def main() -> None:
     parser.add_argument(
         "--runs",
         type=int,
-        default=4,
-        help="the first one is the warm-up; ratios use the median of the others",
+        default=6,
+        help="runs per side, warm-ups included; ratios use the median of the measured ones",
+    )
+    parser.add_argument(
+        "--warmups",
+        type=int,
+        default=3,
+        help="the first runs, untimed for ratios: Spark's JIT compiler is still at work in them",
     )
     args = parser.parse_args()
     names = args.cases.split(",")

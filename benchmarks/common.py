@@ -662,9 +662,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def measure(
-    label: str, make_df: Callable[[], Any], runs: int, messages: int
+    label: str, make_df: Callable[[], Any], runs: int, messages: int, *, warmups: int = 1
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """Run ``noop`` writes ``runs`` times, then count rows once (untimed).
+    """Run ``noop`` writes ``runs`` times (the first ``warmups`` of them warm-ups), then count
+    rows once (untimed).
 
     A failed run is recorded with its error and the next one still runs.
     """
@@ -675,6 +676,7 @@ def measure(
             runs,
             messages,
             lambda: make_df().write.format("noop").mode("overwrite").save(),
+            warmups=warmups,
         )
         for run in range(runs)
     ]
@@ -694,11 +696,14 @@ def timed_run(
     runs: int,
     messages: int,
     action: Callable[[], object],
+    *,
+    warmups: int = 1,
     **fields: object,
 ) -> dict[str, Any]:
-    """Run ``action`` as run ``run`` of ``runs`` (the first of several is the warm-up), timed,
-    with the Python workers' memory sampled; its result row (``fields`` added), or its error."""
-    kind = "warm-up" if run == 0 and runs > 1 else "measured"
+    """Run ``action`` as run ``run`` of ``runs`` (of more runs than ``warmups``, the first
+    ``warmups`` are warm-ups), timed, with the Python workers' memory sampled; its result row
+    (``fields`` added), or its error."""
+    kind = "warm-up" if run < warmups < runs else "measured"
     try:
         with WorkerMemory() as memory, CpuUse() as cpu, timer() as elapsed:
             action()
