@@ -150,11 +150,12 @@ def _uniform_batch(
     header = 4 + smm_size
     if header > record:
         return None
-    first = _parse_smm(payload[4:header])
+    smm = payload[4:header]
+    first = _parse_smm(smm)
     payload_size = first.payload_size
     if header + payload_size != record or first.compacted_out:
         return None
-    seq_span = _sequence_id_span(payload[4:header])
+    seq_span = _sequence_id_span(smm)
     varies = None if seq_span is None else (4 + seq_span[0], 4 + seq_span[1])
     if _differ_elsewhere(payload, count, record, header, varies):
         return None
