@@ -18,9 +18,12 @@ Three decoders read batches, fastest first; each either gives the exact result o
 - :mod:`batch_walk`: the reference, one record after the other, for small batches and for
   what the others decline.
 
-:func:`decode_entries` decodes several entries at once: the batches the uniform path does not
-take are laid end to end and scanned together, so that the scan's fixed cost (about 0.2 ms) is
-paid once for all of them; if that scan declines, each is scanned or walked alone.
+:func:`decode_entries` decodes several entries at once, so that each path's fixed cost is paid
+once for all of them. Consecutive batches whose records are of one length are laid end to end
+and tried on the uniform path together (a producer's batches differ only in their sequence ids);
+if they differ elsewhere (a key per batch), each is tried alone. The batches the uniform path
+does not take are laid end to end and scanned together (the scan's fixed cost is about 0.2 ms);
+if that scan declines, each is scanned or walked alone.
 
 Values, keys and properties point into the payload (:class:`Spans`), or into the batches laid
 end to end; nothing else is copied here.
@@ -29,7 +32,8 @@ end to end; nothing else is copied here.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import groupby
 
 import numpy as np
 import numpy.typing as npt
@@ -80,24 +84,24 @@ Entry = tuple[EntryInfo, pb.MessageMetadata, bytes]
 
 
 def decode_entries(entries: Sequence[Entry]) -> list[MessageColumns]:
-    """Decode several entries, in order. The batches the uniform path does not take are
-    scanned together (:func:`~pulsar_spark.protocol.batch_scan.scan_batches`): the scan's
-    fixed cost is paid once for all of them."""
+    """Decode several entries, in order. Batches whose records are all of one length are tried
+    on the uniform path together; the batches it does not take are scanned together
+    (:func:`~pulsar_spark.protocol.batch_scan.scan_batches`): each path's fixed cost is paid
+    once for all of them."""
     decoded: list[MessageColumns | None] = []
-    scanned: list[Entry] = []
+    batches: list[Entry] = []
     for info, metadata, payload in entries:
         if not is_batch(metadata):
             decoded.append(single(info, metadata, payload))
             continue
-        count = metadata.num_messages_in_batch
-        if count <= 0:
-            raise CorruptPayloadError(f"batch announces {count} messages")
-        fast = _uniform_batch(info, metadata, payload, count)
-        decoded.append(fast)
-        if fast is None:
-            scanned.append((info, metadata, payload))
-    found = iter(_scan(scanned))
-    return [next(found) if columns is None else columns for columns in decoded]
+        if metadata.num_messages_in_batch <= 0:
+            raise CorruptPayloadError(f"batch announces {metadata.num_messages_in_batch} messages")
+        decoded.append(None)
+        batches.append((info, metadata, payload))
+    fast = [columns for run in _one_length_runs(batches) for columns in _uniform_run(run)]
+    scanned = iter(_scan([e for e, columns in zip(batches, fast, strict=True) if columns is None]))
+    batched = iter([columns if columns is not None else next(scanned) for columns in fast])
+    return [columns if columns is not None else next(batched) for columns in decoded]
 
 
 def _scan(entries: Sequence[Entry]) -> list[MessageColumns]:
@@ -138,35 +142,71 @@ def _repeated(count: int, key: bytes | None) -> Spans | None:
 # --- the uniform fast path -----------------------------------------------------------------
 
 
-def _uniform_batch(
-    info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes, count: int
-) -> MessageColumns | None:
+def _one_length_runs(batches: Sequence[Entry]) -> Iterator[list[Entry]]:
+    """Consecutive batches whose records are all of one length (the same for each), together;
+    a batch that is not of such records alone."""
+    for record, run in groupby(batches, key=_record_length):
+        if record is None:
+            yield from ([entry] for entry in run)
+        else:
+            yield list(run)
+
+
+def _record_length(entry: Entry) -> int | None:
+    """The length of each record of a batch whose records could all be of one length, else
+    None."""
+    _, metadata, payload = entry
+    count = metadata.num_messages_in_batch
     if count < 2 or len(payload) % count:
         return None
     record = len(payload) // count
-    if record < 8:  # too short to read eight bytes of every record at once
+    return record if record >= 8 else None  # too short to read eight bytes of each at once
+
+
+def _uniform_run(run: list[Entry]) -> list[MessageColumns | None]:
+    """Each batch of ``run`` (see :func:`_one_length_runs`) on the uniform path, or None where
+    it declines: all of them at once, else each alone (batches with a key each, for one)."""
+    if len(run) > 1:
+        together = _uniform(run)
+        if together is not None:
+            return list(together)
+    return [None if (alone := _uniform([entry])) is None else alone[0] for entry in run]
+
+
+def _uniform(entries: Sequence[Entry]) -> list[MessageColumns] | None:
+    """Batches whose records are all of one length and differ from the very first record only
+    in the ``sequence_id`` value, read at once over their payloads laid end to end; None when
+    they are not such batches."""
+    record = _record_length(entries[0])
+    if record is None:
         return None
+    payload = entries[0][2] if len(entries) == 1 else b"".join(e[2] for e in entries)
+    count = len(payload) // record
     (smm_size,) = _U32.unpack_from(payload, 0)
     header = 4 + smm_size
     if header > record:
         return None
     smm = payload[4:header]
     first = _parse_smm(smm)
-    payload_size = first.payload_size
-    if header + payload_size != record or first.compacted_out:
+    if header + first.payload_size != record or first.compacted_out:
         return None
     seq_span = _sequence_id_span(smm)
     varies = None if seq_span is None else (4 + seq_span[0], 4 + seq_span[1])
     if _differ_elsewhere(payload, count, record, header, varies):
         return None
+    counts = [metadata.num_messages_in_batch for _, metadata, _ in entries]
     if varies is not None:
         sequence_id = _varint_rows(payload, count, record, varies)
         if sequence_id is None:
             return None
-    else:
-        sequence_id = metadata.sequence_id + np.arange(count, dtype=np.int64)
-    data_start = header + record * np.arange(count, dtype=np.int64)
-    return _columns_from_first(info, first, data_start, payload, sequence_id)
+    else:  # each batch counts up from its own sequence id
+        bases = np.array([metadata.sequence_id for _, metadata, _ in entries], dtype=np.int64)
+        firsts = np.cumsum(counts) - counts
+        sequence_id = np.arange(count, dtype=np.int64) + np.repeat(bases - firsts, counts)
+    value_start = header + record * np.arange(count, dtype=np.int64)
+    infos = [info for info, _, _ in entries]
+    whole = _columns_from_first(infos[0], first, value_start, payload, sequence_id)
+    return [whole] if len(entries) == 1 else _per_entry(whole, infos, counts)
 
 
 def _columns_from_first(
@@ -176,6 +216,8 @@ def _columns_from_first(
     payload: bytes,
     sequence_id: np.ndarray,
 ) -> MessageColumns:
+    """The columns of the records at ``value_start``, where all but the value and sequence id
+    are the first record's, as the messages of one entry (``info``)."""
     count = len(value_start)
     null_value = first.null_value
     key = message_key(
@@ -185,7 +227,6 @@ def _columns_from_first(
         first.null_partition_key,
     )
     props = _properties(first.properties)
-    every_first = np.zeros(count, dtype=np.intp)
     return MessageColumns(
         entry=info,
         count=count,
@@ -197,10 +238,35 @@ def _columns_from_first(
             np.zeros(count, dtype=np.bool_) if null_value else None,
         ),
         key=_repeated(count, key),
-        properties=None if props is None else props.take(every_first),
+        properties=None if props is None else props.take(np.zeros(count, dtype=np.intp)),
         event_time=np.full(count, first.event_time, dtype=np.int64),
         sequence_id=sequence_id.astype(np.int64, copy=False),
     )
+
+
+def _per_entry(
+    whole: MessageColumns, infos: Sequence[EntryInfo], counts: Sequence[int]
+) -> list[MessageColumns]:
+    """The rows of ``whole``, read as one entry, split into the entries ``infos`` of
+    ``counts`` messages each."""
+    split = []
+    at = 0
+    for info, count in zip(infos, counts, strict=True):
+        stop = at + count
+        split.append(
+            MessageColumns(
+                entry=info,
+                count=count,
+                batch_index=whole.batch_index[:count],
+                values=whole.values.slice(at, stop),
+                key=None if whole.key is None else whole.key.slice(at, stop),
+                properties=None if whole.properties is None else whole.properties.slice(at, stop),
+                event_time=whole.event_time[at:stop],
+                sequence_id=whole.sequence_id[at:stop],
+            )
+        )
+        at = stop
+    return split
 
 
 def _row_words(payload: bytes, count: int, record: int, at: int) -> _U64:

@@ -193,10 +193,10 @@ def assert_same_fields(a: BatchFields, b: BatchFields) -> None:
 def both_paths(metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
     """Decode via decode_entry, check the uniform path was taken and equals the others."""
     count = metadata.num_messages_in_batch
-    fast = decode._uniform_batch(INFO, metadata, payload, count)
+    fast = decode._uniform([(INFO, metadata, payload)])
     assert fast is not None, "expected the uniform fast path to apply"
     general = to_columns(INFO, payload, walk_batch(payload, count, metadata.sequence_id))
-    assert_same_columns(fast, general)
+    assert_same_columns(fast[0], general)
     result = decode_entry(INFO, metadata, payload)
     assert_same_columns(result, general)
     check_shape(result)
@@ -207,7 +207,7 @@ def general_only(metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns
     """Decode a batch that must not take the uniform path; where the scan reads it, it must
     find what the walk finds."""
     count = metadata.num_messages_in_batch
-    assert decode._uniform_batch(INFO, metadata, payload, count) is None
+    assert decode._uniform([(INFO, metadata, payload)]) is None
     scanned = scan_batch(payload, count, metadata.sequence_id)
     if scanned is not None:
         assert_same_fields(scanned, walk_batch(payload, count, metadata.sequence_id))

@@ -397,7 +397,7 @@ def test_batch_records(file: str) -> None:
     assert pos == len(raw)
     # per-message keys differ, so the general path decoded it; check against a direct walk
     count = section.metadata.num_messages_in_batch
-    assert decode._uniform_batch(columns.entry, section.metadata, raw, count) is None
+    assert decode._uniform([(columns.entry, section.metadata, raw)]) is None
     walked = to_columns(columns.entry, raw, walk_batch(raw, count, section.metadata.sequence_id))
     assert_same_columns(walked, columns)
 

@@ -94,7 +94,7 @@ def test_unknown_fields_with_two_byte_tags_are_skipped() -> None:
         records.append(struct.pack(">I", len(raw)) + raw + value)
     payload = b"".join(records)
     metadata = outer(num_messages_in_batch=2)
-    assert decode._uniform_batch(INFO, metadata, payload, 2) is None
+    assert decode._uniform([(INFO, metadata, payload)]) is None
     expected = [row(0, b"0", seq=0), row(1, b"11", seq=1)]
     assert reference_rows(metadata, payload) == expected
     assert rows(decode_entry(INFO, metadata, payload)) == expected
