@@ -6,9 +6,9 @@ connector yields (up to 65,536 rows or 32 MiB of values), until the partition's 
 reached. The batch is built once per Python worker and kept (Spark reuses its workers, so a
 warm-up run builds it), which leaves only what Spark itself costs a Python source: moving Arrow
 batches from the worker into the JVM. No real source can be faster; ``bench_read`` reports the
-connector as a share of it. Like the connector, it freezes what a worker holds at its first task
-(:mod:`pulsar_spark.spark.worker_gc`), so the collection PySpark runs after every task is as
-cheap for it: a source that does so is faster, and a ceiling must not be beaten.
+connector as a share of it. Like the connector, it freezes what a worker holds at its first
+task and planning call (:mod:`pulsar_spark.spark.worker_gc`), so the collection PySpark runs
+after each is as cheap for it: a source that does so is faster, and a ceiling must not be beaten.
 
 Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
 (``true``: a key and two properties per row, like :class:`common.Shape`).
@@ -54,9 +54,11 @@ class CeilingSource(DataSource):
         return "ceiling"
 
     def schema(self) -> str:
+        freeze_worker_objects()
         return SCHEMA_DDL
 
     def reader(self, schema: Any) -> DataSourceReader:
+        freeze_worker_objects()
         return CeilingReader(
             [int(c) for c in self.options["counts"].split(",")],
             int(self.options["size"]),

@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 from pulsar_spark.arrow.schema import SCHEMA_DDL
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
 
 NAME = "pulsar"
@@ -40,6 +41,7 @@ class PulsarDataSource(DataSource):
     def schema(self) -> str:
         from pulsar_spark.spark.value_schemas import resolve_value_schema
 
+        freeze_worker_objects()
         options = check_read_options(self.options)  # fail fast on bad read options
         self._value_schema = resolve_value_schema(options)
         if self._value_schema is None:
@@ -49,11 +51,13 @@ class PulsarDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.batch_reader import PulsarBatchReader
 
+        freeze_worker_objects()
         return PulsarBatchReader(self._read_options(schema, ReadMode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
+        freeze_worker_objects()
         return PulsarStreamReader(self._read_options(schema, ReadMode.STREAM))
 
     def _read_options(self, schema: StructType, mode: ReadMode) -> ReadOptions:
@@ -71,11 +75,13 @@ class PulsarDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.writer import PulsarBatchWriter
 
+        freeze_worker_objects()
         return PulsarBatchWriter(_write_options(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from pulsar_spark.spark.writer import PulsarStreamWriter
 
+        freeze_worker_objects()
         return PulsarStreamWriter(_write_options(self.options, schema, overwrite))
 
 

@@ -9,13 +9,18 @@ protobuf and this package. Measured on two cores, that walk took 30-40 ms of CPU
 half of this package's own time for a task of 250,000 small messages, and the worker's next
 task waits for it.
 
-The first time a worker process runs one of this package's tasks, :func:`freeze_worker_objects`
-moves every object then alive into the permanent generation (``gc.freeze``), which later
-collections skip. Almost all of them are modules, classes and functions, which live as long as
-the process anyway. A task also imports modules on its way (pyarrow's compute functions,
-pandas): 27,000 more objects, 6-9 ms a collection. So a later task freezes again when more than
-:data:`SURVIVORS` objects outlived the collection after the previous task; by then that
-collection has freed the previous task's garbage, so what is frozen is what stays. What tasks
+PySpark plans each read and write in such workers too: ``schema()``, then ``reader()`` and
+``partitions()`` (or ``writer()``), each call in a worker that collects after it. For a read
+that was two more collections of 30-40 ms per query.
+
+The first time a worker process runs one of this package's tasks or planning calls,
+:func:`freeze_worker_objects` moves every object then alive into the permanent generation
+(``gc.freeze``), which later collections skip. Almost all of them are modules, classes and
+functions, which live as long as the process anyway. A task also imports modules on its way
+(pyarrow's compute functions, pandas): 27,000 more objects, 6-9 ms a collection. So a later
+task freezes again when more than :data:`SURVIVORS` objects outlived the collection after the
+previous task; by then that collection has freed the previous task's garbage, so what is frozen
+is what stays. What tasks
 create and drop is collected as before. The running task's own objects are frozen too: should
 they later become unreachable cycles, those cycles stay in memory. That happens at the first
 task and at the rare task that freezes again, so it is bounded.

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import gc, json
@@ -56,3 +58,44 @@ def test_freezes_at_the_first_task_and_when_many_objects_outlived_a_collection()
         "few_collected": False,
         "many_collected": False,
     }
+
+
+PLANNING = textwrap.dedent(
+    """
+    import gc, json, sys
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import BinaryType, StructField, StructType
+    from pulsar_spark.arrow.schema import ARROW_SCHEMA
+    from pulsar_spark.spark.datasource import PulsarDataSource
+    from pulsar_spark.spark.tubemq.datasource import TubeMQDataSource
+
+    pulsar = {"service.url": "pulsar://127.0.0.1:1", "topic": "t"}
+    raw = {**pulsar, "valueFormat": "raw"}  # nothing to look up: no broker is asked
+    tubemq = {"master.addresses": "127.0.0.1:1", "topic": "t"}
+    written = StructType([StructField("value", BinaryType())])
+    calls = {
+        "pulsar schema": lambda: PulsarDataSource(raw).schema(),
+        "pulsar reader": lambda: PulsarDataSource(raw).reader(from_arrow_schema(ARROW_SCHEMA)),
+        "pulsar writer": lambda: PulsarDataSource(pulsar).writer(written, False),
+        "tubemq schema": lambda: TubeMQDataSource(tubemq).schema(),
+    }
+    before = gc.get_freeze_count()
+    calls[sys.argv[1]]()
+    print(json.dumps({"before": before, "frozen": gc.get_freeze_count() > 0}))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "call", ["pulsar schema", "pulsar reader", "pulsar writer", "tubemq schema"]
+)
+def test_planning_calls_freeze_the_planning_worker(call: str) -> None:
+    """PySpark runs these in reused workers that collect after each call, as after a task."""
+    done = subprocess.run(
+        [sys.executable, "-c", PLANNING, call],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == {"before": 0, "frozen": True}

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from pulsar_spark.arrow.tubemq import TUBEMQ_SCHEMA_DDL
 from pulsar_spark.spark.datasource import refuse_overwrite
 from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 NAME = "tubemq"
 
@@ -32,27 +33,32 @@ class TubeMQDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
+        freeze_worker_objects()
         TubeMQReadOptions.parse(self.options, mode=None)  # fail fast on bad read options
         return TUBEMQ_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.tubemq.reader import TubeMQBatchReader
 
+        freeze_worker_objects()
         return TubeMQBatchReader(TubeMQReadOptions.parse(self.options, mode=Mode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from pulsar_spark.spark.tubemq.reader import TubeMQStreamReader
 
+        freeze_worker_objects()
         return TubeMQStreamReader(TubeMQReadOptions.parse(self.options, mode=Mode.STREAM))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.tubemq.writer import TubeMQBatchWriter
 
+        freeze_worker_objects()
         return TubeMQBatchWriter(_write_options(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from pulsar_spark.spark.tubemq.writer import TubeMQStreamWriter
 
+        freeze_worker_objects()
         return TubeMQStreamWriter(_write_options(self.options, schema, overwrite))
 
 
