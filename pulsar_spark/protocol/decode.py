@@ -165,12 +165,20 @@ def _record_length(entry: Entry) -> int | None:
 
 def _uniform_run(run: list[Entry]) -> list[MessageColumns | None]:
     """Each batch of ``run`` (see :func:`_one_length_runs`) on the uniform path, or None where
-    it declines: all of them at once, else each alone (batches with a key each, for one)."""
-    if len(run) > 1:
-        together = _uniform(run)
-        if together is not None:
-            return list(together)
-    return [None if (alone := _uniform([entry])) is None else alone[0] for entry in run]
+    it declines. The first is tried alone: when it is not uniform, no run that holds it is, and
+    each of the others is tried alone (messages with keys of one length); when it is, the
+    others together, else again each alone (batches with a key each)."""
+    head = _uniform(run[:1])
+    if head is not None and len(run) > 1:
+        rest = _uniform(run[1:])
+        if rest is not None:
+            return [*head, *rest]
+    return [None if head is None else head[0], *(_uniform_alone(entry) for entry in run[1:])]
+
+
+def _uniform_alone(entry: Entry) -> MessageColumns | None:
+    columns = _uniform([entry])
+    return None if columns is None else columns[0]
 
 
 def _uniform(entries: Sequence[Entry]) -> list[MessageColumns] | None:

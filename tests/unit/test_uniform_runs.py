@@ -100,3 +100,23 @@ def test_runs_split_where_the_record_length_changes() -> None:
     check_each(together, entries)
     assert [r["value"] for r in rows(together[3])] == [b"v" * (1 + i % 2) for i in range(9)]
     assert together[5].sequence_id.tolist() == list(range(308, 316))
+
+
+def test_a_run_whose_first_batch_has_a_key_per_message() -> None:
+    keyed = batch(
+        *(
+            (smm(payload_size=6, sequence_id=i, partition_key=f"k{i}"), b"k0-%03d" % i)
+            for i in range(8)
+        )
+    )
+    entries = [
+        (INFO._replace(entry_id=0), outer(num_messages_in_batch=8), keyed),
+        uniform_entry(1, 8, 0, partition_key="kk"),  # records as long as the first batch's
+        uniform_entry(2, 8, 8, partition_key="kk"),
+    ]
+    assert len({decode._record_length(entry) for entry in entries}) == 1
+    assert decode._uniform(entries[:1]) is None
+    together = decode_entries(entries)
+    check_each(together, entries)
+    assert keys_of(together[0]) == [b"k%d" % i for i in range(8)]
+    assert keys_of(together[2]) == [b"kk"] * 8
