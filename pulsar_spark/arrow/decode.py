@@ -367,17 +367,35 @@ def _constant_string(text: str, rows: int) -> pa.Array:
 
 
 def _repeated_strings(texts: Sequence[str | None], counts: npt.NDArray[np.int64]) -> pa.Array:
-    """A string array where ``texts[i]`` (None: null) repeats ``counts[i]`` times."""
+    """A string array where ``texts[i]`` (None: null) repeats ``counts[i]`` times. Neighbours
+    that are equal are taken as one (entries of one producer): a column of one text, or of
+    nulls only, is made without a length per row."""
+    texts, counts = _runs(texts, counts)
     rows = int(counts.sum())
+    if all(t is None for t in texts):
+        return pa.nulls(rows, pa.string())
     encoded = [t.encode() if t is not None else b"" for t in texts]
-    lengths = np.repeat(np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded)), counts)
     offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
+    if len(encoded) == 1:
+        offsets[1:] = np.arange(1, rows + 1, dtype=np.int32) * len(encoded[0])
+    else:
+        lengths = np.fromiter(map(len, encoded), dtype=np.int32, count=len(encoded))
+        np.cumsum(np.repeat(lengths, counts), out=offsets[1:])
     data = b"".join(e * int(c) for e, c in zip(encoded, counts, strict=True))
     validity = None
     if any(t is None for t in texts):
         validity = _bitmap(np.repeat(np.array([t is not None for t in texts]), counts))
     return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data), validity)
+
+
+def _runs(
+    texts: Sequence[str | None], counts: npt.NDArray[np.int64]
+) -> tuple[list[str | None], npt.NDArray[np.int64]]:
+    """``texts`` with equal neighbours merged, and the rows each run covers."""
+    if len(texts) < 2:
+        return list(texts), counts
+    starts = [0] + [i for i in range(1, len(texts)) if texts[i] != texts[i - 1]]
+    return [texts[i] for i in starts], np.add.reduceat(counts, starts)
 
 
 def _entry_column(
@@ -415,9 +433,10 @@ def _message_ids(parts: Sequence[MessageColumns], counts: npt.NDArray[np.int64])
 
 
 def _timestamps(millis: npt.NDArray[np.int64], *, null_zero: bool) -> pa.Array:
-    micros = millis.astype(np.int64) * 1000
     mask = (millis == 0) if null_zero else None
-    return pa.array(micros, type=TIMESTAMP_TYPE, mask=mask)
+    if mask is not None and mask.all():  # no producer set an event time
+        return pa.nulls(len(millis), TIMESTAMP_TYPE)
+    return pa.array(millis.astype(np.int64) * 1000, type=TIMESTAMP_TYPE, mask=mask)
 
 
 def _properties(strings: _StringColumns, rows: int) -> pa.Array:

@@ -381,6 +381,27 @@ def test_repeated_strings_per_entry_with_non_ascii_and_nulls() -> None:
     assert batch.column("replicatedFrom").to_pylist() == [None, None, "\u00e9ast", None, None, None]
 
 
+def test_entries_of_one_producer_without_event_times_or_replication() -> None:
+    parts = [
+        columns(info(0, replicated_from="west"), [b"a"]),
+        columns(info(1), [b"b", b"c"]),
+        columns(info(2), [b"d"], batched=False),
+        columns(info(3, producer="producer-b"), [b"e", b"f"]),
+        columns(info(4), [b"g"]),
+    ]
+    batch = to_record_batch(parts, TOPIC, 2)
+    check(batch)
+    producers = batch.column("producerName").to_pylist()
+    assert producers == ["producer-a"] * 4 + ["producer-b"] * 2 + ["producer-a"]
+    assert batch.column("replicatedFrom").to_pylist() == ["west"] + [None] * 6
+    assert batch.column("eventTime").null_count == 7
+    alone = to_record_batch(parts[1:3], TOPIC, 2)
+    check(alone)
+    assert alone.column("producerName").to_pylist() == ["producer-a"] * 3
+    assert alone.column("replicatedFrom").null_count == 3
+    assert alone.column("eventTime").to_pylist() == [None] * 3
+
+
 def test_message_ids_and_sequence_ids() -> None:
     parts = [
         columns(info(9, ledger_id=2**40), [b"a"], batched=False, sequence_id=[2**40]),
