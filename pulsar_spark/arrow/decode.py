@@ -12,8 +12,9 @@ string column is copied once (:class:`_StringColumns`):
 - where every entry's strings in the column lie end to end in its buffer (a run of one-message
   entries) or are of one length (same-size values, a key or a property a whole batch shares),
   numpy copies just the strings straight from each entry's own buffer into the column's data:
-  one copy per entry, of the bytes as they lie, strided where the strings are at one distance
-  from each other, else a gather of fixed-size items (:func:`_copies`);
+  one copy per entry, or per run of neighbouring entries decoded together into one buffer, of
+  the bytes as they lie, strided where the strings are at one distance from each other, else a
+  gather of fixed-size items (:func:`_copies`, :func:`_merged`);
 - any other column is taken by Arrow, in one call, from the buffers it points into joined end to
   end (:class:`_Payloads`, :func:`_binary`); only those buffers are joined, and none when no
   column needs them.
@@ -26,7 +27,7 @@ values) are read as Java reads them: undecodable bytes become U+FFFD.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -155,50 +156,64 @@ class _Column:
         self.valid = None
         if any(s.valid is not None for s in spans):
             self.valid = np.concatenate([_valid(s) for s in spans])
-        self.copies = _copies(self.starts, self.lengths, self.counts)
+        self.copies = _copies(self.starts, self.lengths, self.counts, spans)
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def copied(self) -> pa.Array:
-        """The strings of a column :func:`_copies` lays out: one numpy copy per entry of just
-        its strings, into one buffer."""
+        """The strings of a column :func:`_copies` lays out: one numpy copy per run of entries
+        out of one buffer (see :func:`_merged`) of just their strings, into one buffer."""
         assert self.copies is not None
         rows = len(self)
         offsets = np.zeros(rows + 1, dtype=np.int32)
         np.cumsum(self.lengths, out=offsets[1:])
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
         at = 0
-        for entry, count, width, start, stride, size in zip(*self.copies, strict=True):
-            buffer = self.spans[entry].buffer
-            if not width:  # the strings lie end to end
-                data[at : at + size] = np.frombuffer(buffer, np.uint8, size, start)
+        for copy in self.copies:
+            buffer = self.spans[copy.entry].buffer
+            if not copy.width:  # the strings lie end to end
+                data[at : at + copy.size] = np.frombuffer(buffer, np.uint8, copy.size, copy.start)
             else:
-                kind = f"V{width}"
-                if stride is None:  # any starts: a gather of fixed-size items
-                    every = np.ndarray((len(buffer) - width + 1,), kind, buffer, 0, (1,))
-                    strings = every[self.spans[entry].starts]
+                kind = f"V{copy.width}"
+                if copy.stride is None:  # any starts: a gather of fixed-size items
+                    every = np.ndarray((len(buffer) - copy.width + 1,), kind, buffer, 0, (1,))
+                    strings = every[self.starts[copy.row : copy.row + copy.strings]]
                 else:
-                    strings = np.ndarray((count,), kind, buffer, start, (stride,))
-                data[at : at + size].view(kind)[:] = strings
-            at += size
+                    strings = np.ndarray((copy.strings,), kind, buffer, copy.start, (copy.stride,))
+                data[at : at + copy.size].view(kind)[:] = strings
+            at += copy.size
         buffers = [_bitmap(self.valid), pa.py_buffer(offsets), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.binary(), rows, buffers)
 
 
-# Per copy: the entry, its rows, its strings' one length (0: they lie end to end), the first
-# one's start, the stride between them (None: a gather) and the bytes copied.
-_Copies = tuple[list[int], list[int], list[int], list[int], list[int | None], list[int]]
+class _Copy(NamedTuple):
+    """One copy of a column's strings: ``strings`` of them from the buffer of entry ``entry``
+    (its first string the column's row ``row``), all ``width`` bytes long (0: they lie end to
+    end), the first at ``start``, each ``stride`` bytes after the one before (None: anywhere,
+    a gather); ``size`` bytes in all."""
+
+    entry: int
+    strings: int
+    width: int
+    start: int
+    stride: int | None
+    size: int
+    row: int
 
 
 def _copies(
-    starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]
-) -> _Copies | None:
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    spans: Sequence[Spans],
+) -> list[_Copy] | None:
     """The copies that lay out a column whose every entry's strings lie end to end in its
     buffer (a run of one-message entries) or are of one length (same-size values, a key or a
     property a whole batch shares): a copy of the bytes, a strided copy where the strings are
     each the same distance (0 or more) after the one before, else a gather. None for any other
-    column, and where entries are too small for a copy each. Whole-array numpy, no loop."""
+    column, and where entries are too small for a copy each. Whole-array numpy, no loop; then
+    the copies of neighbouring entries out of one buffer are merged (:func:`_merged`)."""
     rows = len(starts)
     used = np.flatnonzero(counts)  # entries with no strings (no properties) need no copy
     if not rows or rows < COPY_MIN_ROWS * len(used):
@@ -227,19 +242,50 @@ def _copies(
     strided = np.logical_and.reduceat(starts == expected, firsts) & (steps >= 0)
     totals = np.add.reduceat(lengths, firsts)
     copies = np.flatnonzero(totals)
-    widths = np.where(end_to_end, 0, widths)[copies]
-    stride = [
-        step if ok else None
-        for step, ok in zip(steps[copies].tolist(), strided[copies].tolist(), strict=True)
-    ]
-    return (
+    each = zip(
         used[copies].tolist(),
         sizes[copies].tolist(),
-        widths.tolist(),
+        np.where(end_to_end, 0, widths)[copies].tolist(),
         starts[firsts[copies]].tolist(),
-        stride,
+        steps[copies].tolist(),
+        strided[copies].tolist(),
         totals[copies].tolist(),
+        firsts[copies].tolist(),
+        strict=True,
     )
+    return _merged(
+        [
+            _Copy(entry, count, width, start, step if ok else None, size, row)
+            for entry, count, width, start, step, ok, size, row in each
+        ],
+        spans,
+    )
+
+
+def _merged(copies: list[_Copy], spans: Sequence[Spans]) -> list[_Copy]:
+    """``copies`` with each run out of one buffer made one copy: strings end to end that go on
+    where the copy before stopped, strings of one length a stride apart that do, else strings
+    of one length gathered (entries decoded together share their buffer)."""
+    merged: list[_Copy] = []
+    for copy in copies:
+        last = merged[-1] if merged else None
+        if (
+            last is None
+            or spans[copy.entry].buffer is not spans[last.entry].buffer
+            or copy.row != last.row + last.strings
+            or copy.width != last.width
+            or (not copy.width and copy.start != last.start + last.size)
+        ):
+            merged.append(copy)
+            continue
+        stride = last.stride
+        goes_on = stride is not None and copy.start == last.start + last.strings * stride
+        if not goes_on or copy.stride != stride:
+            stride = None  # a gather of both
+        merged[-1] = last._replace(
+            strings=last.strings + copy.strings, stride=stride, size=last.size + copy.size
+        )
+    return merged
 
 
 class _StringColumns:

@@ -18,7 +18,7 @@ import pytest
 from pulsar_spark.arrow.decode import COPY_MIN_ROWS, _StringColumns, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.decode import decode_entries, entry_info
+from pulsar_spark.protocol.decode import Entry, decode_entries, entry_info
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans
 from pulsar_spark.protocol.single_runs import SingleRun
 from tests.support.decoding import batch, outer, smm, strings
@@ -89,6 +89,14 @@ def copied(parts: list[MessageColumns]) -> dict[str, bool]:
     return {name: column.copies is not None for name, column in found.items() if column}
 
 
+def copies(parts: list[MessageColumns]) -> dict[str, int]:
+    """How many numpy copies lay out each column copied entry by entry."""
+    columns = _StringColumns(parts)
+    found = {"value": columns.values, "key": columns.keys}
+    found |= {"name": columns.names, "item": columns.items}
+    return {name: len(c.copies) for name, c in found.items() if c and c.copies is not None}
+
+
 def value(i: int, size: int) -> bytes:
     return bytes((i * 7 + j) % 251 for j in range(size))
 
@@ -97,16 +105,66 @@ def test_uniform_batches_copy_every_column_entry_by_entry() -> None:
     """Same-size values, one key and one property for all: the uniform decoder's layout (a
     stride for the values, the same span over and over for the rest)."""
     shared = {"partition_key": "user-1", "properties": {"source": "bench"}}
-    parts = entries(
-        *[[{"value": value(e * N + i, 100), **shared} for i in range(N)] for e in range(3)]
-    )
+    group = written(*([shared] * 4))
+    parts = decode_entries(group)
     assert copied(parts) == {"value": True, "key": True, "name": True, "item": True}
+    # the first batch is decoded alone, the other three together, in one buffer: one copy
+    # of each column for them
+    assert copies(parts) == {"value": 2, "key": 2, "name": 2, "item": 2}
     rows = built(parts)
     assert rows == expected(parts)
     assert rows == [
         (b"user-1", value(e * N + i, 100), [("source", "bench")])
-        for e in range(3)
+        for e in range(4)
         for i in range(N)
+    ]
+    alone = [decode_entries([entry])[0] for entry in group]
+    assert copies(alone) == {"value": 4, "key": 4, "name": 4, "item": 4}
+    assert built(alone) == rows
+
+
+def written(*shared: dict[str, Any]) -> list[Entry]:
+    """Batches of N messages with ``shared`` fields, 100-byte values and sequence ids of three
+    bytes each: records of one length in every batch."""
+    group = []
+    for entry_id, fields in enumerate(shared):
+        records = [
+            (
+                smm(payload_size=100, sequence_id=20_000 + entry_id * N + i, **fields),
+                value(entry_id * N + i, 100),
+            )
+            for i in range(N)
+        ]
+        metadata = outer(num_messages_in_batch=N, sequence_id=20_000 + entry_id * N)
+        group.append((entry_info(metadata, 9, entry_id, 2), metadata, batch(*records)))
+    return group
+
+
+def test_same_size_values_of_batches_scanned_together_are_gathered_at_once() -> None:
+    """Keys of varying length before same-size values: neither end to end nor a stride apart."""
+    parts = entries(
+        *[
+            [{"value": value(e * N + i, 50), "partition_key": f"k{i}"} for i in range(N)]
+            for e in range(3)
+        ]
+    )
+    assert copies(parts) == {"value": 1}
+    assert [v for _, v, _ in built(parts)] == [value(i, 50) for i in range(3 * N)]
+    assert built(parts) == expected(parts)
+
+
+def test_copies_are_not_merged_across_an_entry_of_empty_strings() -> None:
+    """The middle batch's values are all empty: no copy, and rows between the other two."""
+    parts = entries(
+        [{"value": value(i, 20), "partition_key": f"k{i}"} for i in range(N)],
+        [{"value": b"", "partition_key": f"k{i}"} for i in range(N)],
+        [{"value": value(N + i, 20), "partition_key": f"k{i}"} for i in range(N)],
+    )
+    assert copies(parts)["value"] == 2
+    rows = built(parts)
+    assert rows == expected(parts)
+    assert [v for _, v, _ in rows] == [value(i, 20) for i in range(N)] + [b""] * N + [
+        value(N + i, 20) for i in range(N)
     ]
 
 
