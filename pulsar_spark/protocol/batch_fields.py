@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -141,32 +140,53 @@ def to_columns_each(
             to_columns(info, data, part)
             for info, part in zip(infos, fields.split(counts), strict=True)
         ]
-    whole = to_columns(infos[0], data, fields)
+    return split_entries(to_columns(infos[0], data, fields), infos, counts)
+
+
+def split_entries(
+    whole: MessageColumns, infos: Sequence[EntryInfo], counts: Sequence[int]
+) -> list[MessageColumns]:
+    """The rows of ``whole``, the records of consecutive batches read together (batch k, entry
+    ``infos[k]``, is the next ``counts[k]`` rows), cut per batch as :func:`to_columns` makes
+    each alone: its own entry and batch indexes, no validity where all are valid, no keys or
+    properties where it has none."""
     indexes = np.arange(max(counts), dtype=np.int32)
     return [
-        _alone(whole.slice(first, first + count), info, indexes[:count])
+        _cut(whole, info, first, count, indexes[:count])
         for info, (first, count) in zip(infos, _bounds(counts), strict=True)
     ]
 
 
-def _alone(part: MessageColumns, info: EntryInfo, batch_index: Int32Array) -> MessageColumns:
-    """A batch cut from the columns of several, as :func:`to_columns` makes it alone: its own
-    entry and batch indexes, no validity where all are valid, no keys or properties where it
-    has none."""
-    values, key, properties = part.values, part.key, part.properties
-    if values.valid is not None and values.valid.all():
-        values = dataclasses.replace(values, valid=None)
-    valid = None if key is None else key.valid
-    if key is not None and valid is not None:
-        if not valid.any():
-            key = None
-        elif valid.all():
-            key = dataclasses.replace(key, valid=None)
-    if properties is not None and properties.offsets[-1] == 0:
-        properties = None
-    return dataclasses.replace(
-        part, entry=info, batch_index=batch_index, values=values, key=key, properties=properties
+def _cut(
+    whole: MessageColumns, info: EntryInfo, first: int, count: int, batch_index: Int32Array
+) -> MessageColumns:
+    stop = first + count
+    key = None if whole.key is None else _some_keys(whole.key.slice(first, stop))
+    properties = None if whole.properties is None else whole.properties.slice(first, stop)
+    return MessageColumns(
+        entry=info,
+        count=count,
+        batch_index=batch_index,
+        values=_validity_needed(whole.values.slice(first, stop)),
+        key=key,
+        properties=None if properties is None or properties.offsets[-1] == 0 else properties,
+        event_time=whole.event_time[first:stop],
+        sequence_id=whole.sequence_id[first:stop],
     )
+
+
+def _validity_needed(spans: Spans) -> Spans:
+    """``spans`` without a validity array when every string is valid."""
+    if spans.valid is None or not spans.valid.all():
+        return spans
+    return Spans(spans.buffer, spans.starts, spans.lengths)
+
+
+def _some_keys(keys: Spans) -> Spans | None:
+    """None when no message has a key, else the keys, with validity only where some have none."""
+    if keys.valid is not None and not keys.valid.any():
+        return None
+    return _validity_needed(keys)
 
 
 def _keys(data: bytes, fields: BatchFields) -> Spans | None:

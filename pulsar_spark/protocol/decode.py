@@ -41,7 +41,12 @@ from google.protobuf.message import DecodeError
 
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.batch_fields import message_key, to_columns, to_columns_each
+from pulsar_spark.protocol.batch_fields import (
+    message_key,
+    split_entries,
+    to_columns,
+    to_columns_each,
+)
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
@@ -214,7 +219,7 @@ def _uniform(entries: Sequence[Entry]) -> list[MessageColumns] | None:
     value_start = header + record * np.arange(count, dtype=np.int64)
     infos = [info for info, _, _ in entries]
     whole = _columns_from_first(infos[0], first, value_start, payload, sequence_id)
-    return [whole] if len(entries) == 1 else _per_entry(whole, infos, counts)
+    return [whole] if len(entries) == 1 else split_entries(whole, infos, counts)
 
 
 def _columns_from_first(
@@ -250,31 +255,6 @@ def _columns_from_first(
         event_time=np.full(count, first.event_time, dtype=np.int64),
         sequence_id=sequence_id.astype(np.int64, copy=False),
     )
-
-
-def _per_entry(
-    whole: MessageColumns, infos: Sequence[EntryInfo], counts: Sequence[int]
-) -> list[MessageColumns]:
-    """The rows of ``whole``, read as one entry, split into the entries ``infos`` of
-    ``counts`` messages each."""
-    split = []
-    at = 0
-    for info, count in zip(infos, counts, strict=True):
-        stop = at + count
-        split.append(
-            MessageColumns(
-                entry=info,
-                count=count,
-                batch_index=whole.batch_index[:count],
-                values=whole.values.slice(at, stop),
-                key=None if whole.key is None else whole.key.slice(at, stop),
-                properties=None if whole.properties is None else whole.properties.slice(at, stop),
-                event_time=whole.event_time[at:stop],
-                sequence_id=whole.sequence_id[at:stop],
-            )
-        )
-        at = stop
-    return split
 
 
 def _row_words(payload: bytes, count: int, record: int, at: int) -> _U64:
