@@ -20,10 +20,10 @@ functions, which live as long as the process anyway. A task also imports modules
 (pyarrow's compute functions, pandas): 27,000 more objects, 6-9 ms a collection. So a later
 task freezes again when more than :data:`SURVIVORS` objects outlived the collection after the
 previous task; by then that collection has freed the previous task's garbage, so what is frozen
-is what stays. What tasks
-create and drop is collected as before. The running task's own objects are frozen too: should
-they later become unreachable cycles, those cycles stay in memory. That happens at the first
-task and at the rare task that freezes again, so it is bounded.
+is what stays. What tasks create and drop is collected as before. The running task's own
+objects are frozen too: should they later become unreachable cycles, those cycles stay in
+memory. That happens at the first task and at the rare task that freezes again, so it is
+bounded.
 
 Whether this process froze already is kept in a flag, not asked of ``gc.get_freeze_count()``:
 that walks every frozen object, 7 ms a task for a worker's 85,000.
