@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import random
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from support.decoding import (
@@ -27,7 +28,7 @@ from support.decoding import (
 )
 
 from pulsar_spark.errors import CorruptPayloadError
-from pulsar_spark.protocol import pb
+from pulsar_spark.protocol import batch_scan, pb
 from pulsar_spark.protocol.batch_fields import BatchFields
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import walk_batch
@@ -94,6 +95,36 @@ def test_scan_finds_what_the_walk_finds(seed: int, count: int) -> None:
     scanned = scan_batch(data, count, 7)
     assert scanned is not None
     assert_same_fields(scanned, walk_batch(data, count, 7))
+
+
+def test_scans_in_several_threads_and_of_any_size_find_what_the_walk_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The byte masks a scan works in are kept per thread and reused: a small batch after a
+    large one, scans in threads at once, and batches over the size kept all read right."""
+    batches = [(random_batch(seed, count), count) for seed, count in [(1, 200), (2, 3), (3, 60)]]
+
+    def scan_all(rounds: int) -> list[bool]:
+        return [
+            (found := scan_batch(data, count, 7)) is not None
+            and _same(found, walk_batch(data, count, 7))
+            for _ in range(rounds)
+            for data, count in batches
+        ]
+
+    assert all(scan_all(2))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(all(done) for done in pool.map(scan_all, [20] * 4))
+    monkeypatch.setattr(batch_scan, "KEPT_MASK_BYTES", 100)
+    assert all(scan_all(1))
+
+
+def _same(a: BatchFields, b: BatchFields) -> bool:
+    try:
+        assert_same_fields(a, b)
+    except AssertionError:
+        return False
+    return True
 
 
 def test_decode_entry_at_the_scan_threshold() -> None:
