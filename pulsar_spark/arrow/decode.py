@@ -401,7 +401,7 @@ def _ascii(array: pa.Array) -> bool:
     if data is None or not len(array):
         return True
     used = int(np.frombuffer(offsets, dtype=np.int32)[len(array)])
-    return bool((np.frombuffer(data, dtype=np.uint8, count=used) < 0x80).all())
+    return not used or int(np.frombuffer(data, dtype=np.uint8, count=used).max()) < 0x80
 
 
 def _text(raw: bytes | None) -> str | None:
