@@ -7,7 +7,7 @@ assembled from whole arrays (numpy concatenation, repeated constants), with no w
 Python.
 
 Values, keys and property strings arrive as :class:`Spans` into the entries' payloads, and each
-string column is copied once (:class:`_StringColumns`):
+string column is laid out in one of three ways (:class:`_StringColumns`):
 
 - where every entry's strings in the column lie end to end in its buffer (a run of one-message
   entries) or are of one length (same-size values, a key or a property a whole batch shares),
@@ -15,17 +15,21 @@ string column is copied once (:class:`_StringColumns`):
   one copy per entry, or per run of neighbouring entries decoded together into one buffer, of
   the bytes as they lie, strided where the strings are at one distance from each other, else a
   gather of fixed-size items (:func:`_copies`, :func:`_merged`);
-- any other column is taken by Arrow, in one call, from the buffers it points into joined end to
-  end (:class:`_Payloads`, :func:`_binary`); only those buffers are joined, and none when no
-  column needs them.
+- any other column is taken by Arrow (:func:`_binary`): where entries read together share a
+  buffer, in runs of at least :data:`COPY_MIN_ROWS` strings, one call per run from that buffer
+  as it lies, the runs' arrays then concatenated (:func:`_shared_runs`); else in one call from
+  the buffers the column points into joined end to end (:class:`_Payloads`). Only the buffers
+  of columns taken that way are joined, and none when no column is: a join copies every byte
+  of the entries, a concatenation only the strings.
 
 Entries too small to pay for a copy each (fewer than :data:`COPY_MIN_ROWS` rows on average)
-take the second way. Strings that are not UTF-8 where Arrow needs text (property names and
+are taken by Arrow. Strings that are not UTF-8 where Arrow needs text (property names and
 values) are read as Java reads them: undecodable bytes become U+FFFD.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -157,9 +161,24 @@ class _Column:
         if any(s.valid is not None for s in spans):
             self.valid = np.concatenate([_valid(s) for s in spans])
         self.copies = _copies(self.starts, self.lengths, self.counts, spans)
+        self.runs = None if self.copies is not None else _shared_runs(spans, self.counts)
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def taken(self) -> pa.Array:
+        """The strings of a column :func:`_shared_runs` cuts into runs: each run's taken by
+        Arrow from the buffer the run shares, the runs' arrays then concatenated."""
+        assert self.runs is not None
+        firsts = np.zeros(len(self.counts) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=firsts[1:])
+        arrays = []
+        for first, stop in self.runs:
+            rows = slice(int(firsts[first]), int(firsts[stop]))
+            valid = None if self.valid is None else self.valid[rows]
+            buffer = self.spans[first].buffer
+            arrays.append(_binary(Spans(buffer, self.starts[rows], self.lengths[rows], valid)))
+        return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
     def copied(self) -> pa.Array:
         """The strings of a column :func:`_copies` lays out: one numpy copy per run of entries
@@ -262,6 +281,20 @@ def _copies(
     )
 
 
+def _shared_runs(
+    spans: Sequence[Spans], counts: npt.NDArray[np.int64]
+) -> list[tuple[int, int]] | None:
+    """Entries ``first`` to ``stop`` (exclusive) that share one buffer (read together), run by
+    run, when every run holds :data:`COPY_MIN_ROWS` strings or more: worth an Arrow call each,
+    taken from their buffer as it lies. None when some run is smaller."""
+    bounds = [0, *(i for i in range(1, len(spans)) if spans[i].buffer is not spans[i - 1].buffer)]
+    bounds.append(len(spans))
+    sizes = np.add.reduceat(counts, bounds[:-1]) if len(spans) else counts
+    if not len(spans) or (sizes < COPY_MIN_ROWS).any():
+        return None
+    return list(itertools.pairwise(bounds))
+
+
 def _merged(copies: list[_Copy], spans: Sequence[Spans]) -> list[_Copy]:
     """``copies`` with each run out of one buffer made one copy: strings end to end that go on
     where the copy before stopped, strings of one length a stride apart that do, else strings
@@ -290,8 +323,8 @@ def _merged(copies: list[_Copy], spans: Sequence[Spans]) -> list[_Copy]:
 
 class _StringColumns:
     """The string columns of a record batch (values, keys, property names and values), each
-    copied once (see the module docstring): entry by entry where :func:`_copies` lays it out,
-    else from :class:`_Payloads`."""
+    laid out once (see the module docstring): entry by entry where :func:`_copies` lays it out,
+    run by run where :func:`_shared_runs` cuts it, else from :class:`_Payloads`."""
 
     def __init__(self, parts: Sequence[MessageColumns]) -> None:
         self.values = _Column([p.values for p in parts])
@@ -305,12 +338,16 @@ class _StringColumns:
             self.names = _Column([c.names for c in self.properties])
             self.items = _Column([c.values for c in self.properties])
         columns = (self.values, self.keys, self.names, self.items)
-        self._payloads = _Payloads([c for c in columns if c is not None and c.copies is None])
+        self._payloads = _Payloads(
+            [c for c in columns if c is not None and c.copies is None and c.runs is None]
+        )
 
     def binary(self, column: _Column) -> pa.Array:
         """The column as a binary array (null where not valid)."""
         if column.copies is not None:
             return column.copied()
+        if column.runs is not None:
+            return column.taken()
         return self._payloads.array(column)
 
     def text(self, column: _Column) -> pa.Array:

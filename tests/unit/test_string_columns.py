@@ -89,6 +89,15 @@ def copied(parts: list[MessageColumns]) -> dict[str, bool]:
     return {name: column.copies is not None for name, column in found.items() if column}
 
 
+def taken_by_run(parts: list[MessageColumns]) -> dict[str, list[tuple[int, int]] | None]:
+    """For each column taken by Arrow, the entries of each run taken from its own buffer (None:
+    from the joined buffers)."""
+    columns = _StringColumns(parts)
+    found = {"value": columns.values, "key": columns.keys}
+    found |= {"name": columns.names, "item": columns.items}
+    return {name: c.runs for name, c in found.items() if c and c.copies is None}
+
+
 def copies(parts: list[MessageColumns]) -> dict[str, int]:
     """How many numpy copies lay out each column copied entry by entry."""
     columns = _StringColumns(parts)
@@ -254,6 +263,53 @@ def test_properties_of_one_size_and_of_varying_sizes() -> None:
     rows = built(parts)
     assert rows == expected(parts)
     assert [p for _, _, p in rows][N:] == [[("trace", str(i)), ("src", "b")] for i in range(N)]
+
+
+def keyed(first: int, count: int) -> list[dict[str, Any]]:
+    """Messages with a key (some null) and two properties, of varying sizes."""
+    return [
+        {
+            "value": value(i, 20 + i % 50),
+            "partition_key": f"user-{i * 37 % 1000}",
+            "null_partition_key": i % 9 == 0,
+            "properties": {"source": ["web", "mobile", "api"][i % 3], "trace-id": f"t{i:x}"},
+        }
+        for i in range(first, first + count)
+    ]
+
+
+def keyed_rows(first: int, count: int) -> list[Row]:
+    return [
+        (
+            None if i % 9 == 0 else f"user-{i * 37 % 1000}".encode(),
+            value(i, 20 + i % 50),
+            [("source", ["web", "mobile", "api"][i % 3]), ("trace-id", f"t{i:x}")],
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def test_entries_read_together_are_taken_run_by_run_from_their_buffer() -> None:
+    """Two groups of batches, each decoded together into one buffer: keys, names and values
+    of varying sizes are taken from each group's buffer, not from the buffers joined."""
+    half = N // 2
+    one = entries(keyed(0, half), keyed(half, half), keyed(N, half))  # one buffer
+    two = entries(keyed(N + half, N), keyed(2 * N + half, half))  # another
+    parts = one + two
+    assert len({id(p.values.buffer) for p in parts}) == 2
+    runs = {"value": [(0, 3), (3, 5)], "key": [(0, 3), (3, 5)]}
+    assert taken_by_run(parts) == runs | {"name": [(0, 3), (3, 5)], "item": [(0, 3), (3, 5)]}
+    rows = built(parts)
+    assert rows == expected(parts)
+    assert rows == keyed_rows(0, 3 * N)
+
+
+def test_a_run_too_small_for_a_call_of_its_own_takes_the_joined_buffers() -> None:
+    parts = entries(keyed(0, N), keyed(N, N)) + entries(keyed(2 * N, 5), keyed(2 * N + 5, 5))
+    assert taken_by_run(parts) == {"value": None, "key": None, "name": None, "item": None}
+    rows = built(parts)
+    assert rows == expected(parts)
+    assert rows == keyed_rows(0, 2 * N + 10)
 
 
 def pairs(names: list[bytes], items: list[bytes]) -> tuple[Spans, Spans]:
