@@ -19,7 +19,7 @@ the broker's unit:
    reader exceed ``max_bytes`` (sizes vary); the next entry the reader takes brings the grant.
 
 Grants are batched: nothing is sent until at least half the window can be given back, which
-keeps Flow commands (and the acknowledgements sent with them) rare.
+keeps Flow commands (and the acknowledgements sent just before them) rare.
 """
 
 from __future__ import annotations

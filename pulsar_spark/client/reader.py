@@ -261,10 +261,13 @@ class RangeReader:
             raw = RawEntry.of(delivery.message, parse_payload_section(payload))
             permits = flow.on_entry(raw.message_count, len(payload), consumer.queued_bytes)
             if permits:
-                consumer.flow(permits)
+                # The ack goes first: pulsar-lite stops dispatching when an ack reaches it
+                # while a large window is open, and sends unacknowledged entries again on
+                # each Flow; Apache Pulsar takes either order.
                 consumer.ack_cumulative(
                     MessageId(*raw.entry, partition=raw.message.message_id.partition)
                 )
+                consumer.flow(permits)
             last = progress.last
             if last is not None and raw.entry <= last:
                 self.duplicates_dropped += 1
