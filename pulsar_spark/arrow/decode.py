@@ -167,8 +167,8 @@ class _Column:
         return len(self.starts)
 
     def taken(self) -> pa.Array:
-        """The strings of a column :func:`_shared_runs` cuts into runs: each run's taken by
-        Arrow from the buffer the run shares, the runs' arrays then concatenated."""
+        """The strings of a column :func:`_shared_runs` cuts into runs: the strings of each run
+        taken by Arrow from the buffer the run shares, the runs' arrays then concatenated."""
         assert self.runs is not None
         firsts = np.zeros(len(self.counts) + 1, dtype=np.int64)
         np.cumsum(self.counts, out=firsts[1:])
@@ -287,12 +287,12 @@ def _shared_runs(
     """Entries ``first`` to ``stop`` (exclusive) that share one buffer (read together), run by
     run, when every run holds :data:`COPY_MIN_ROWS` strings or more: worth an Arrow call each,
     taken from their buffer as it lies. None when some run is smaller."""
-    bounds = [0, *(i for i in range(1, len(spans)) if spans[i].buffer is not spans[i - 1].buffer)]
-    bounds.append(len(spans))
-    sizes = np.add.reduceat(counts, bounds[:-1]) if len(spans) else counts
-    if not len(spans) or (sizes < COPY_MIN_ROWS).any():
+    if not spans:
         return None
-    return list(itertools.pairwise(bounds))
+    bounds = [0, *(i for i in range(1, len(spans)) if spans[i].buffer is not spans[i - 1].buffer)]
+    if (np.add.reduceat(counts, bounds) < COPY_MIN_ROWS).any():
+        return None
+    return list(itertools.pairwise([*bounds, len(spans)]))
 
 
 def _merged(copies: list[_Copy], spans: Sequence[Spans]) -> list[_Copy]:
