@@ -75,7 +75,8 @@ class Consumer:
         with self._ready:
             self._queue.append(Delivery(message, payload))
             self._queued_bytes += len(payload or b"")
-            self._ready.notify()
+            if len(self._queue) == 1:  # the reader waits only on an empty queue
+                self._ready.notify()
 
     def on_closed(self, error: PulsarSparkError) -> None:
         with self._ready:

@@ -64,14 +64,15 @@ SCAN_MIN_MESSAGES = 48
 def entry_info(
     metadata: pb.MessageMetadata, ledger_id: int, entry_id: int, partition: int
 ) -> EntryInfo:
+    # positional: made once per entry, and keywords cost a third more
     return EntryInfo(
-        ledger_id=ledger_id,
-        entry_id=entry_id,
-        partition=partition,
-        producer_name=metadata.producer_name,
-        publish_time=metadata.publish_time,
-        replicated_from=metadata.replicated_from if metadata.HasField("replicated_from") else None,
-        schema_version=metadata.schema_version if metadata.schema_version else None,
+        ledger_id,
+        entry_id,
+        partition,
+        metadata.producer_name,
+        metadata.publish_time,
+        metadata.replicated_from if metadata.HasField("replicated_from") else None,
+        metadata.schema_version or None,
     )
 
 

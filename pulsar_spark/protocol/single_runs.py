@@ -46,13 +46,16 @@ class SingleRun:
         """One entry that is not a batch, ``payload`` decompressed (and reassembled)."""
         self._infos.append(info)
         self._values.append(None if metadata.null_value else payload)
+        has_key = metadata.HasField("partition_key")
         self._keys.append(
             message_key(
                 metadata.partition_key,
-                metadata.HasField("partition_key"),
+                has_key,
                 metadata.partition_key_b64_encoded,
                 metadata.null_partition_key,
             )
+            if has_key
+            else None
         )
         # A list first: quicker than handing tuple() a generator, once per message.
         self._properties.append(tuple([(kv.key, kv.value) for kv in metadata.properties]))
