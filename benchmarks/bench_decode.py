@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pulsar_spark.arrow.decode import record_batches
 from pulsar_spark.client.reader import MAX_RUN, group_full
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.decode import Entry, decode_entries, entry_info, is_batch
+from pulsar_spark.protocol.decode import Entry, decode_entries, decode_group, entry_info, is_batch
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
@@ -108,17 +108,23 @@ def decoded(frames: bytes) -> Iterator[MessageColumns]:
             group.append((info, metadata, data))
             messages += metadata.num_messages_in_batch
             size += len(section.payload)
-            if group_full(len(group), messages, size):
-                yield from decode_entries(group)
+            if group_full(messages, size):
+                yield from _group(group)
                 group, messages, size = [], 0, 0
             continue
         run.add(info, metadata, data)
         if len(run) >= MAX_RUN:
             yield run.take()
     if group:
-        yield from decode_entries(group)
+        yield from _group(group)
     if len(run):
         yield run.take()
+
+
+def _group(entries: list[Entry]) -> list[MessageColumns]:
+    """A group as the reader decodes one whose every message it reads."""
+    together = decode_group(entries)
+    return decode_entries(entries) if together is None else [together]
 
 
 def main() -> None:
@@ -136,6 +142,7 @@ def main() -> None:
         ("keyed+2 props, no compression", True, compression.NONE, SIZE, MESSAGES, 1),
         ("keyed+2 props, lz4", True, compression.LZ4, SIZE, MESSAGES, 1),
         ("keyed+2 props, 100 per batch", True, compression.NONE, SIZE, 100, 1),
+        ("keyed+2 props, 1 per batch", True, compression.NONE, SIZE, 1, 20),
         ("keyed+2 props, 10 KB values, lz4, 12/entry", True, compression.LZ4, 10_000, 12, 20),
         ("keyed+2 props, not batched", True, compression.NONE, SIZE, 0, 20),
     ):

@@ -66,7 +66,13 @@ from pulsar_spark.errors import (
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
-from pulsar_spark.protocol.decode import decode_entries, decode_entry, entry_info, is_batch
+from pulsar_spark.protocol.decode import (
+    decode_entries,
+    decode_entry,
+    decode_group,
+    entry_info,
+    is_batch,
+)
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
 from pulsar_spark.protocol.single_runs import SingleRun
@@ -310,22 +316,23 @@ MAX_RUN_BYTES = 8 * 1024 * 1024
 GROUP_MESSAGES = 8000
 """Batched entries are decoded together (see :mod:`pulsar_spark.protocol.decode`) until they
 hold this many messages: the fixed cost of decoding a group is then small per message, whatever
-the size of the producer's batches."""
-MAX_GROUP = 32
-"""Batched entries decoded together at most."""
+the size of the producer's batches (batches of one message each, from a producer sending
+slowly, are read together by the thousand)."""
 MAX_GROUP_BYTES = 4 * 1024 * 1024
 """Payload bytes (as received) of batched entries decoded together at most."""
 
 
-def group_full(entries: int, messages: int, size: int) -> bool:
+def group_full(messages: int, size: int) -> bool:
     """Whether a group of batched entries holding ``messages`` messages and ``size`` payload
     bytes is to be decoded now."""
-    return messages >= GROUP_MESSAGES or entries >= MAX_GROUP or size >= MAX_GROUP_BYTES
+    return messages >= GROUP_MESSAGES or size >= MAX_GROUP_BYTES
 
 
 class _BatchGroup:
-    """Batched entries (not chunks, not markers) waiting to be decoded together; each comes
-    out clipped to the range and without the messages its ``ack_set`` has acknowledged."""
+    """Batched entries (not chunks, not markers) waiting to be decoded together. They come
+    out as one :class:`MessageColumns` when every message of them is read (see
+    :func:`~pulsar_spark.protocol.decode.decode_group`), else entry by entry, each clipped to
+    the range and without the messages its ``ack_set`` has acknowledged."""
 
     def __init__(self, bounds: tuple[Key, Key]) -> None:
         self._first, self._last = bounds
@@ -339,17 +346,33 @@ class _BatchGroup:
         self._size += len(raw.section.payload)
 
     def full(self) -> bool:
-        return group_full(len(self._entries), self._messages, self._size)
+        return group_full(self._messages, self._size)
 
     def take(self) -> Iterator[MessageColumns]:
         entries, self._entries, self._messages, self._size = self._entries, [], 0, 0
         if not entries:
             return
-        decoded = decode_entries([_decompressed(raw, raw.section.payload) for raw in entries])
+        raws = [_decompressed(raw, raw.section.payload) for raw in entries]
+        if self._whole(entries):
+            group = decode_group(raws)
+            if group is not None:
+                yield group
+                return
+        decoded = decode_entries(raws)
         for raw, columns in zip(entries, decoded, strict=True):
             clipped = _clip(_acknowledged(raw, columns), self._first, self._last)
             if clipped is not None and clipped.count:
                 yield clipped
+
+    def _whole(self, entries: list[RawEntry]) -> bool:
+        """Whether every message of ``entries`` is read: none lies outside the range, and none
+        is acknowledged by its entry's ``ack_set``."""
+        last = entries[-1]
+        return (
+            self._first <= (*entries[0].entry, 0)
+            and (*last.entry, last.message_count - 1) <= self._last
+            and not any(raw.message.ack_set for raw in entries)
+        )
 
 
 def _pending(run: SingleRun, group: _BatchGroup) -> Iterator[MessageColumns]:

@@ -25,6 +25,11 @@ if they differ elsewhere (a key per batch), each is tried alone. The batches the
 does not take are laid end to end and scanned together (the scan's fixed cost is about 0.2 ms);
 if that scan declines, each is scanned or walked alone.
 
+A reader that reads every message of such a group asks :func:`decode_group` for one
+:class:`MessageColumns` of them all instead, with each row's entry fields alongside
+(:class:`EntryRows`): nothing is then cut per entry, here or in the Arrow layer, and batches of
+a message or a few (producers sending slowly) cost about what one-message entries do.
+
 Values, keys and properties point into the payload (:class:`Spans`), or into the batches laid
 end to end; nothing else is copied here.
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from itertools import groupby
 
 import numpy as np
@@ -42,6 +48,7 @@ from google.protobuf.message import DecodeError
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import (
+    BatchFields,
     message_key,
     split_entries,
     to_columns,
@@ -49,7 +56,13 @@ from pulsar_spark.protocol.batch_fields import (
 )
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.messages import (
+    EntryInfo,
+    EntryRows,
+    MessageColumns,
+    PropertyColumns,
+    Spans,
+)
 from pulsar_spark.protocol.single_runs import single
 from pulsar_spark.protocol.varints import decode_fixed, decode_nine
 
@@ -110,17 +123,53 @@ def decode_entries(entries: Sequence[Entry]) -> list[MessageColumns]:
     return [columns if columns is not None else next(batched) for columns in decoded]
 
 
+def decode_group(entries: Sequence[Entry]) -> MessageColumns | None:
+    """Consecutive batches as one :class:`MessageColumns` whose ``rows`` say which entry each
+    row is of, read at once on the uniform path or by one scan and never cut per entry (here
+    or in the Arrow layer). None when one is not a batch, when neither path takes them all
+    together, or when a batch has compacted-out messages: :func:`decode_entries` then decodes
+    them entry by entry."""
+    if len(entries) < 2 or not all(is_batch(metadata) for _, metadata, _ in entries):
+        return None
+    counts = np.array([m.num_messages_in_batch for _, m, _ in entries], dtype=np.int64)
+    if (counts <= 0).any():
+        return None
+    whole = None
+    lengths = {_record_length(entry) for entry in entries}
+    if len(lengths) == 1 and None not in lengths:
+        whole = _uniform_whole(entries)
+    if whole is None:
+        together = _scan_together(entries)
+        if together is None or together[1].compacted_out.any():
+            return None
+        whole = to_columns(entries[0][0], *together)
+    firsts = np.cumsum(counts) - counts
+    index = np.arange(whole.count, dtype=np.int64) - np.repeat(firsts, counts)
+    rows = EntryRows.of([info for info, _, _ in entries], counts)
+    return replace(whole, batch_index=index.astype(np.int32), rows=rows)
+
+
 def _scan(entries: Sequence[Entry]) -> list[MessageColumns]:
     """Batches decoded by one scan of them all, else each by its own scan or walk."""
+    together = _scan_together(entries)
+    if together is None:
+        return [_scan_one(*entry) for entry in entries]
+    data, found = together
     counts = [metadata.num_messages_in_batch for _, metadata, _ in entries]
-    if len(entries) > 1 and sum(counts) >= SCAN_MIN_MESSAGES:
-        data = b"".join(payload for _, _, payload in entries)
-        sizes = [len(payload) for _, _, payload in entries]
-        bases = [metadata.sequence_id for _, metadata, _ in entries]
-        found = scan_batches(data, sizes, counts, bases)
-        if found is not None:
-            return to_columns_each([info for info, _, _ in entries], data, found, counts)
-    return [_scan_one(*entry) for entry in entries]
+    return to_columns_each([info for info, _, _ in entries], data, found, counts)
+
+
+def _scan_together(entries: Sequence[Entry]) -> tuple[bytes, BatchFields] | None:
+    """Several batches laid end to end and the fields one scan finds in them all; None when
+    they are too few messages for a scan, or the scan declines."""
+    counts = [metadata.num_messages_in_batch for _, metadata, _ in entries]
+    if len(entries) < 2 or sum(counts) < SCAN_MIN_MESSAGES:
+        return None
+    data = b"".join(payload for _, _, payload in entries)
+    sizes = [len(payload) for _, _, payload in entries]
+    bases = [metadata.sequence_id for _, metadata, _ in entries]
+    found = scan_batches(data, sizes, counts, bases)
+    return None if found is None else (data, found)
 
 
 def _scan_one(info: EntryInfo, metadata: pb.MessageMetadata, payload: bytes) -> MessageColumns:
@@ -189,8 +238,19 @@ def _uniform_alone(entry: Entry) -> MessageColumns | None:
 
 def _uniform(entries: Sequence[Entry]) -> list[MessageColumns] | None:
     """Batches whose records are all of one length and differ from the very first record only
-    in the ``sequence_id`` value, read at once over their payloads laid end to end; None when
-    they are not such batches."""
+    in the ``sequence_id`` value, read at once over their payloads laid end to end, one
+    :class:`MessageColumns` each; None when they are not such batches."""
+    whole = _uniform_whole(entries)
+    if whole is None or len(entries) == 1:
+        return None if whole is None else [whole]
+    infos = [info for info, _, _ in entries]
+    return split_entries(
+        whole, infos, [metadata.num_messages_in_batch for _, metadata, _ in entries]
+    )
+
+
+def _uniform_whole(entries: Sequence[Entry]) -> MessageColumns | None:
+    """What :func:`_uniform` reads, as the messages of its first entry (not yet cut)."""
     record = _record_length(entries[0])
     if record is None:
         return None
@@ -218,9 +278,7 @@ def _uniform(entries: Sequence[Entry]) -> list[MessageColumns] | None:
         firsts = np.cumsum(counts) - counts
         sequence_id = np.arange(count, dtype=np.int64) + np.repeat(bases - firsts, counts)
     value_start = header + record * np.arange(count, dtype=np.int64)
-    infos = [info for info, _, _ in entries]
-    whole = _columns_from_first(infos[0], first, value_start, payload, sequence_id)
-    return [whole] if len(entries) == 1 else split_entries(whole, infos, counts)
+    return _columns_from_first(entries[0][0], first, value_start, payload, sequence_id)
 
 
 def _columns_from_first(

@@ -37,8 +37,10 @@ class EntryInfo(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class EntryRows:
-    """The entry fields of a run of one-message entries, one row per entry (see
-    :mod:`pulsar_spark.protocol.single_runs`)."""
+    """The entry fields of the rows of several entries read as one :class:`MessageColumns`:
+    entry k covers the next ``counts[k]`` rows (one row each for one-message entries, see
+    :mod:`pulsar_spark.protocol.single_runs`; a batch's messages for batches decoded together,
+    see :func:`pulsar_spark.protocol.decode.decode_group`). Fields are kept per entry."""
 
     ledger_id: Int64Array
     entry_id: Int64Array
@@ -46,15 +48,71 @@ class EntryRows:
     producer_name: tuple[str, ...]
     replicated_from: tuple[str | None, ...]
     schema_version: tuple[bytes | None, ...]
+    counts: Int64Array
+
+    @classmethod
+    def of(cls, infos: Sequence[EntryInfo], counts: Int64Array) -> EntryRows:
+        """The fields of ``infos``, entry k covering ``counts[k]`` rows."""
+        ledgers, entries, _, producers, published, replicated, versions = zip(*infos, strict=True)
+        return cls(
+            np.array(ledgers, dtype=np.int64),
+            np.array(entries, dtype=np.int64),
+            np.array(published, dtype=np.int64),
+            producers,
+            replicated,
+            versions,
+            counts,
+        )
+
+    @property
+    def rows(self) -> int:
+        return int(self.counts.sum())
+
+    def column(self, name: str) -> Int64Array:
+        """``ledger_id``, ``entry_id`` or ``publish_time`` of every row."""
+        each: Int64Array = getattr(self, name)
+        return each if len(each) == self.rows else np.repeat(each, self.counts)
+
+    def texts(self, name: str) -> tuple[tuple[str | None, ...], Int64Array]:
+        """``producer_name`` or ``replicated_from`` of each entry, and the rows each covers."""
+        texts: tuple[str | None, ...] = getattr(self, name)
+        return texts, self.counts
+
+    def versions(self) -> list[bytes | None]:
+        """The schema version of every row."""
+        counts = self.counts.tolist()
+        return [v for v, n in zip(self.schema_version, counts, strict=True) for _ in range(n)]
+
+    def slice(self, start: int, stop: int) -> EntryRows:
+        """Rows ``start`` to ``stop`` (exclusive)."""
+        if stop <= start:
+            return self.take(np.arange(0))
+        ends = np.cumsum(self.counts)
+        first = int(np.searchsorted(ends, start, side="right"))
+        last = int(np.searchsorted(ends, stop - 1, side="right"))
+        counts = self.counts[first : last + 1].copy()
+        counts[0] -= start - (int(ends[first]) - int(self.counts[first]))
+        counts[-1] -= int(ends[last]) - stop
+        return self._entries(np.arange(first, last + 1), counts)
 
     def take(self, rows: IndexArray) -> EntryRows:
+        """Only the given rows, in the given order: neighbours of one entry stay together."""
+        owner = np.repeat(np.arange(len(self.counts)), self.counts)[rows]
+        starts = np.flatnonzero(np.diff(owner, prepend=-1)) if len(owner) else owner
+        counts = np.diff(np.append(starts, len(owner))).astype(np.int64)
+        return self._entries(owner[starts], counts)
+
+    def _entries(self, which: IndexArray, counts: Int64Array) -> EntryRows:
+        """The entries at indexes ``which``, covering ``counts`` rows each."""
+        picked = which.tolist()
         return EntryRows(
-            self.ledger_id[rows],
-            self.entry_id[rows],
-            self.publish_time[rows],
-            tuple(self.producer_name[i] for i in rows),
-            tuple(self.replicated_from[i] for i in rows),
-            tuple(self.schema_version[i] for i in rows),
+            self.ledger_id[which],
+            self.entry_id[which],
+            self.publish_time[which],
+            tuple(self.producer_name[i] for i in picked),
+            tuple(self.replicated_from[i] for i in picked),
+            tuple(self.schema_version[i] for i in picked),
+            counts,
         )
 
 
@@ -161,9 +219,10 @@ class MessageColumns:
     producer set none. ``values.valid`` marks null values. ``key`` and ``properties`` are None
     when no message of the entry has one.
 
-    Consecutive entries of one message each may share one ``MessageColumns`` (a run): then
-    ``rows`` holds each row's entry fields and ``entry`` is the first entry's. Readers of
-    per-row entry fields go through :meth:`entry_column` and :meth:`entry_texts`.
+    Consecutive entries may share one ``MessageColumns`` (a run of one-message entries, or
+    batches decoded together): then ``rows`` holds the entry fields of each row and ``entry``
+    is the first entry's. Readers of per-row entry fields go through :meth:`entry_column`,
+    :meth:`entry_texts` and :meth:`schema_versions`.
     """
 
     entry: EntryInfo
@@ -179,20 +238,19 @@ class MessageColumns:
     def entry_column(self, name: str) -> Int64Array:
         """``ledger_id``, ``entry_id`` or ``publish_time`` of every row."""
         if self.rows is not None:
-            column: Int64Array = getattr(self.rows, name)
-            return column
+            return self.rows.column(name)
         return np.full(self.count, getattr(self.entry, name), dtype=np.int64)
 
     def schema_versions(self) -> list[bytes | None]:
         """The writer's schema version of every row."""
         if self.rows is not None:
-            return list(self.rows.schema_version)
+            return self.rows.versions()
         return [self.entry.schema_version] * self.count
 
     def entry_texts(self, name: str) -> tuple[Sequence[str | None], Int64Array]:
         """``producer_name`` or ``replicated_from``: the texts and how many rows each covers."""
         if self.rows is not None:
-            return getattr(self.rows, name), np.ones(self.count, dtype=np.int64)
+            return self.rows.texts(name)
         return (getattr(self.entry, name),), np.array([self.count], dtype=np.int64)
 
     def slice(self, start: int, stop: int) -> MessageColumns:
@@ -208,7 +266,7 @@ class MessageColumns:
             properties=None if self.properties is None else self.properties.slice(start, stop),
             event_time=self.event_time[start:stop],
             sequence_id=self.sequence_id[start:stop],
-            rows=None if self.rows is None else self.rows.take(np.arange(start, stop)),
+            rows=None if self.rows is None else self.rows.slice(start, stop),
         )
 
     def take(self, rows: IndexArray) -> MessageColumns:

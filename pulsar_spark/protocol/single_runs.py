@@ -68,7 +68,6 @@ class SingleRun:
         infos, count = self._infos, len(self._infos)
         if not count:
             raise ValueError("an empty run has no columns")
-        ledgers, entries, _, producers, published, replicated, versions = zip(*infos, strict=True)
         columns = MessageColumns(
             entry=infos[0],
             count=count,
@@ -78,14 +77,7 @@ class SingleRun:
             properties=PropertyColumns.of(self._properties) if any(self._properties) else None,
             event_time=np.array(self._event_times, dtype=np.int64),
             sequence_id=np.array(self._sequence_ids, dtype=np.uint64).view(np.int64),
-            rows=EntryRows(
-                ledger_id=np.array(ledgers, dtype=np.int64),
-                entry_id=np.array(entries, dtype=np.int64),
-                publish_time=np.array(published, dtype=np.int64),
-                producer_name=producers,
-                replicated_from=replicated,
-                schema_version=versions,
-            ),
+            rows=EntryRows.of(infos, np.ones(count, dtype=np.int64)),
         )
         self._reset()
         return columns

@@ -107,6 +107,37 @@ def test_every_field_of_every_message(
     assert [e.entry for e in entries] == [(ledger, i) for i in range(5 if batching else 23)]
 
 
+@pytest.mark.parametrize("per_batch", [1, 3])
+def test_small_batches_read_together_and_at_the_edges_of_a_range(
+    client: pulsar.Client, lookup: Lookup, topic: str, per_batch: int
+) -> None:
+    """Batches of one message (a producer sending slowly) or a few are decoded thousands at a
+    time; a range that begins and ends inside them still reads exactly its messages."""
+    count = 420
+    published = publish(
+        client,
+        topic,
+        varied_messages(count, first_sequence=0),
+        flush_each=per_batch == 1,
+        producer_name=f"small-{per_batch}",
+        batching_enabled=True,
+        batching_max_messages=max(per_batch, 2),
+        batching_max_publish_delay_ms=5000,
+    )
+    expected = published.rows
+    ledger = expected[0].ledger
+    assert ids(expected) == [(ledger, i // per_batch, i % per_batch) for i in range(count)]
+    assert read(lookup, topic) == expected
+    first, last = expected[37], expected[361]
+    got = read(
+        lookup,
+        topic,
+        MessageId(ledger, first.entry, first.batch_index),
+        MessageId(ledger, last.entry, last.batch_index),
+    )
+    assert got == expected[37:362]
+
+
 def test_producer_chosen_sequence_ids_and_broker_named_producer(
     client: pulsar.Client, lookup: Lookup, topic: str
 ) -> None:

@@ -76,12 +76,15 @@ def publish(
     messages: list[Sent],
     *,
     partition: int | None = None,
+    flush_each: bool = False,
     **producer_options: object,
 ) -> Published:
     """Send ``messages`` in order with one official producer; return the expected rows.
 
     ``partition``: the partition index pulsar-lite reports for the topic (the topic is then a
-    ``-partition-N`` name); None takes it from the official message id.
+    ``-partition-N`` name); None takes it from the official message id. ``flush_each``: flush
+    after every message, as a producer sending slowly does (with batching on, a batch of one
+    message each).
     """
     started = now_ms()
     producer = client.create_producer(topic, **producer_options)
@@ -109,6 +112,8 @@ def publish(
             event_timestamp=message.event_time or None,
             sequence_id=message.sequence_id,
         )
+        if flush_each:
+            producer.flush()
     producer.flush()
     assert done.wait(30), "the official producer did not confirm every message"
     name = producer.producer_name()
