@@ -2,15 +2,18 @@
 
 One broker; for each case a topic in 4 partitions, published with the official producer:
 
-=============  ==========  ==================================================================
-case           messages    each message
-=============  ==========  ==================================================================
-``plain``      1,000,000   100 random bytes, no key, no properties, batched
-``keyed``      1,000,000   100 random bytes, a key (``user-<n>``) and two properties, one of
-                           them a UUID unique per message, batched
-``large``      50,000      10 KB of JSON-like text, LZ4, batches of up to 128 KiB (about 12)
-``unbatched``  200,000     100 random bytes, batching off: one message per entry
-=============  ==========  ==================================================================
+=================  ==========  ==============================================================
+case               messages    each message
+=================  ==========  ==============================================================
+``plain``          1,000,000   100 random bytes, no key, no properties, batched
+``keyed``          1,000,000   100 random bytes, a key (``user-<n>``) and two properties, one
+                               of them a UUID unique per message, batched
+``large``          50,000      10 KB of JSON-like text, LZ4, batches of up to 128 KiB (about
+                               12)
+``unbatched``      200,000     100 random bytes, batching off: one message per entry
+``one_per_batch``  200,000     100 random bytes, batching on, each batch closed after one
+                               message (as a producer sending slowly sends them)
+=================  ==========  ==============================================================
 
 Then, on ``local[2]``, each side reads the whole topic into Spark's ``noop`` sink six times:
 three warm-up runs (in the first ones Spark's JIT compiler is still compiling, 0.3-0.5 s of a
@@ -228,6 +231,7 @@ CASES = {
     "keyed": Case(1_000_000, Shape(keyed=True)),
     "large": Case(50_000, Shape(size=10_240, compression="lz4", batch_bytes=128 * 1024)),
     "unbatched": Case(200_000, Shape(batching=False)),
+    "one_per_batch": Case(200_000, Shape(batch_bytes=1)),
     "avro": Case(1_000_000, Shape(avro=True)),
 }
 

@@ -94,7 +94,12 @@ class Shape:
             parts.append("keyed + 2 properties")
         if self.compression != "none":
             parts.append(self.compression.upper())
-        parts.append(f"batches of {self.batch_bytes // 1024} KiB" if self.batching else "unbatched")
+        if not self.batching:
+            parts.append("unbatched")
+        elif self.batch_bytes < self.size:
+            parts.append("batches of one message")
+        else:
+            parts.append(f"batches of {self.batch_bytes // 1024} KiB")
         return ", ".join(parts)
 
 
