@@ -31,6 +31,7 @@ from pulsar_spark.errors import PulsarConnectionError, RetriesExhaustedError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.decode import decode_entry, entry_info
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.topic import full_topic_name
 
@@ -116,9 +117,16 @@ def last_id(lookup: Lookup, topic: str) -> MessageId:
 
 
 def values_of(reader: RangeReader, on_entry: Callable[[int], None]) -> list[bytes]:
-    """Every value the reader yields, calling ``on_entry(entries so far)`` after each entry."""
+    """Every value the reader reads, calling ``on_entry(entries so far)`` after each entry.
+
+    Entries are taken one by one from the reader's connection-handling layer and decoded here,
+    so that a fault lands right after the entry asked for (the reader's columns come a group of
+    thousands of messages at a time)."""
     values: list[bytes] = []
-    for entries, columns in enumerate(reader, start=1):
+    for entries, raw in enumerate(reader.entries(), start=1):
+        metadata = raw.section.metadata
+        info = entry_info(metadata, *raw.entry, raw.message.message_id.partition)
+        columns = decode_entry(info, metadata, raw.section.payload)
         values += [value or b"" for value in strings(columns.values)]
         on_entry(entries)
     return values
