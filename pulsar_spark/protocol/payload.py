@@ -49,12 +49,14 @@ def parse_payload_section(section: memoryview | bytes) -> PayloadSection:
     view = memoryview(section)
     pos = 0
     broker_entry = None
-    if _magic_at(view, pos) == MAGIC_BROKER_ENTRY_METADATA:
+    magic = _magic_at(view, pos)
+    if magic == MAGIC_BROKER_ENTRY_METADATA:
         size = _u32_at(view, pos + 2, "broker entry metadata size")
         body = _slice(view, pos + 6, size, "broker entry metadata")
         broker_entry = _parse(pb.BrokerEntryMetadata, body, "broker entry metadata")
         pos += 6 + size
-    if _magic_at(view, pos) == MAGIC_CRC32C:
+        magic = _magic_at(view, pos)
+    if magic == MAGIC_CRC32C:
         expected = _u32_at(view, pos + 2, "checksum")
         pos += 6
         actual = crc32c.crc32c(view[pos:])
