@@ -36,10 +36,14 @@ C. Spark's ceiling for a Python source (``ceiling.py``): prebuilt record batches
    decoding at all, as many rows per partition as the topic holds.
 
 Each side runs in its own SparkSession (stopped in between), so the peak memory of the Python
-worker processes is measured for that side alone. Row counts are checked outside the timed
-runs. Results go to ``benchmarks/results/bench_read.json``.
+worker processes is measured for that side alone. With ``--interleave`` the sides share one
+SparkSession instead and take turns, a run each per round, so that the machine's speed drifting
+during a case (by tens of percent on a shared 2-core machine) weighs on every side alike; A/C
+is then also given as the median of the rounds' own ratios. Row counts are checked outside the
+timed runs. Results go to ``benchmarks/results/bench_read.json``.
 
     python benchmarks/bench_read.py [--cases plain,keyed,large,unbatched] [--messages N]
+    python benchmarks/bench_read.py --cases plain,keyed --sides A,C --interleave
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,6 +64,7 @@ from common import (
     READING,
     Published,
     Shape,
+    count_rows,
     measure,
     median_measured,
     partition_topic,
@@ -68,6 +73,8 @@ from common import (
     report,
     spark_session,
     start_broker,
+    timed_run,
+    write_noop,
 )
 
 B_ROWS_PER_BATCH = 50_000
@@ -279,7 +286,11 @@ def side_c(spark: Any, service_url: str, published: Published) -> Any:
     )
 
 
-SIDES: dict[str, tuple[str, Callable[[Any, str, Published], Any]]] = {
+Side = tuple[str, Callable[[Any, str, Published], Any]]
+"""A side: its label, and what makes its DataFrame (from the session, the service URL and what
+was published)."""
+
+SIDES: dict[str, Side] = {
     "A": ("pulsar source", side_a),
     "B": ("official client in mapInArrow", side_b),
     "C": ("ceiling: prebuilt Arrow batches", side_c),
@@ -297,26 +308,13 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
     try:
         data = argparse.Namespace(messages=case.messages, partitions=args.partitions)
         published = publish_dataset(service, data, case.shape, topic=f"bench-{name}")
-        runs: list[dict[str, Any]] = []
-        counts: dict[str, int | None] = {}
-        for side in args.sides.split(","):
-            if case.shape.avro and side == "C":
-                continue  # the ceiling source yields binary values only
-            label, make = SIDES[side]
-            print(f"{name} / {side}: {label} -> noop", flush=True)
-            spark = spark_session(f"bench_read_{name}_{side}")
-            try:
-                spark.dataSource.register(CeilingSource)
-                side_runs, counts[side] = measure(
-                    f"{side} {label}",
-                    lambda make=make, spark=spark: make(spark, service.service_url, published),
-                    args.runs,
-                    case.messages,
-                    warmups=args.warmups,
-                )
-            finally:
-                spark.stop()
-            runs += [{"case": name, **r} for r in side_runs]
+        sides = {
+            side: SIDES[side]
+            for side in args.sides.split(",")
+            if not (case.shape.avro and side == "C")  # the ceiling source yields binary values
+        }
+        target = Target(name, case, service.service_url, published)
+        runs, counts = (interleaved if args.interleave else one_by_one)(target, sides, args)
     finally:
         service.stop()
         if service is not broker:
@@ -332,7 +330,87 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         "counts_ok": all(c == case.messages for c in counts.values()),
         "a_over_b": ratio(best["A"], best["B"]),
         "a_over_ceiling": ratio(best["A"], best["C"]),
+        "a_over_ceiling_in_turn": paired(runs, "A", "C") if args.interleave else None,
     }
+
+
+class Target(NamedTuple):
+    """What a case's sides read: the case, and the topic published for it and where."""
+
+    name: str
+    case: Case
+    url: str
+    published: Published
+
+
+def one_by_one(
+    target: Target, sides: dict[str, Side], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+    """Every run of each side in a SparkSession of its own, one side after the other."""
+    name, case, url, published = target
+    runs: list[dict[str, Any]] = []
+    counts: dict[str, int | None] = {}
+    for side, (label, make) in sides.items():
+        print(f"{name} / {side}: {label} -> noop", flush=True)
+        spark = spark_session(f"bench_read_{name}_{side}")
+        try:
+            spark.dataSource.register(CeilingSource)
+            side_runs, counts[side] = measure(
+                f"{side} {label}",
+                lambda make=make, spark=spark: make(spark, url, published),
+                args.runs,
+                case.messages,
+                warmups=args.warmups,
+            )
+        finally:
+            spark.stop()
+        runs += [{"case": name, **r} for r in side_runs]
+    return runs, counts
+
+
+def interleaved(
+    target: Target, sides: dict[str, Side], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+    """Every side in one SparkSession, one run of each in turn: the machine's speed drifting
+    during the case weighs on all sides alike. The Python workers serve every side, so their
+    memory is no one side's."""
+    name, case, url, published = target
+    print(f"{name} / {', '.join(sides)} in turn -> noop", flush=True)
+    spark = spark_session(f"bench_read_{name}_in_turn")
+    runs: list[dict[str, Any]] = []
+    try:
+        spark.dataSource.register(CeilingSource)
+        for run in range(args.runs):
+            for side, (label, make) in sides.items():
+                result = timed_run(
+                    f"{side} {label}",
+                    run,
+                    args.runs,
+                    case.messages,
+                    lambda make=make: write_noop(make(spark, url, published)),
+                    warmups=args.warmups,
+                )
+                runs.append({"case": name, **result})
+        counts = {
+            side: count_rows(f"{side} {label}", lambda make=make: make(spark, url, published))
+            for side, (label, make) in sides.items()
+        }
+    finally:
+        spark.stop()
+    return runs, counts
+
+
+def paired(runs: list[dict[str, Any]], top: str, bottom: str) -> float | None:
+    """The median over measured runs in turn of side ``top``'s speed over ``bottom``'s in the
+    same round (None unless both ran every round)."""
+    tops, bottoms = (
+        [r for r in runs if r["side"].startswith(side) and r["run"] == "measured"]
+        for side in (top, bottom)
+    )
+    if not tops or len(tops) != len(bottoms) or any("error" in r for r in tops + bottoms):
+        return None
+    ratios = sorted(t["msg_per_s"] / b["msg_per_s"] for t, b in zip(tops, bottoms, strict=True))
+    return round(ratios[(len(ratios) - 1) // 2], 2)
 
 
 class SchemaRegistry:
@@ -363,6 +441,12 @@ def main() -> None:
         type=int,
         default=6,
         help="runs per side, warm-ups included; ratios use the median of the measured ones",
+    )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="run the sides in one SparkSession, one run of each in turn, and report A/C also "
+        "as the median of each round's ratio (worker memory is then shared by the sides)",
     )
     parser.add_argument(
         "--warmups",
@@ -398,9 +482,12 @@ def main() -> None:
     ]
     print()
     for result in results:
+        in_turn = result["a_over_ceiling_in_turn"]
         print(
             f"{result['case']}: A/B {result['a_over_b']}x, A/ceiling {result['a_over_ceiling']} "
-            f"(median measured runs); row counts {result['counts']}"
+            "(median measured runs)"
+            + ("" if in_turn is None else f", {in_turn} (median of the rounds' ratios)")
+            + f"; row counts {result['counts']}"
         )
     report(
         "bench_read",

@@ -680,19 +680,30 @@ def measure(
             run,
             runs,
             messages,
-            lambda: make_df().write.format("noop").mode("overwrite").save(),
+            lambda: write_noop(make_df()),
             warmups=warmups,
         )
         for run in range(runs)
     ]
-    count: int | None = None
+    return results, count_rows(label, make_df)
+
+
+def write_noop(df: Any) -> None:
+    """What a timed run does with a DataFrame: write it to Spark's ``noop`` sink."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def count_rows(label: str, make_df: Callable[[], Any]) -> int | None:
+    """The rows of ``make_df()``, counted untimed (None, with the error printed, if that
+    fails)."""
     try:
         with timer() as elapsed:
-            count = make_df().count()
-        print(f"  {label} count: {count:,} ({elapsed['seconds']:.1f} s, untimed)", flush=True)
+            count: int = make_df().count()
     except Exception as exc:
         print(f"  {label} count: FAILED: {short_error(exc)}", flush=True)
-    return results, count
+        return None
+    print(f"  {label} count: {count:,} ({elapsed['seconds']:.1f} s, untimed)", flush=True)
+    return count
 
 
 def timed_run(
