@@ -12,8 +12,11 @@ import pytest
 from support.decoding import INFO, batch, outer, rows, smm
 
 from pulsar_spark.arrow.decode import to_record_batch
+from pulsar_spark.client.reader import RawEntry, _BatchGroup
+from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import Entry, decode_entries, decode_group
 from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.payload import PayloadSection
 
 TOPIC = "persistent://public/default/groups"
 
@@ -191,3 +194,58 @@ def test_what_a_group_cannot_read_at_once_is_left_to_each_entry() -> None:
     compacted = (compacted[0], compacted[1], batch(*records))
     assert decode_group([*keyed, compacted]) is None
     assert [c.count for c in decode_entries([*keyed, compacted])] == [30, 30, 29]
+
+
+# --- the reader's group: one set of columns only when every message is read ----------------
+
+
+def raw_entries(counts: list[int], ack_sets: dict[int, list[int]]) -> list[RawEntry]:
+    """The entries of :func:`keyed_group` as the reader receives them (``ack_sets``: entry
+    index to the entry's ``ack_set`` words)."""
+    raws = []
+    for index, (info, metadata, payload) in enumerate(keyed_group(counts)):
+        message = pb.CommandMessage(
+            consumer_id=1,
+            message_id=pb.MessageIdData(ledgerId=info.ledger_id, entryId=info.entry_id),
+            ack_set=ack_sets.get(index, []),
+        )
+        section = PayloadSection(metadata, payload)
+        raws.append(RawEntry(message, section, (info.ledger_id, info.entry_id)))
+    return raws
+
+
+def taken(raws: list[RawEntry], first: tuple[int, int, int]) -> list[MessageColumns]:
+    group = _BatchGroup((first, (12, 99, 10**6)))
+    for raw in raws:
+        group.add(raw)
+    return list(group.take())
+
+
+def row_ids(parts: list[MessageColumns]) -> list[tuple[int, int]]:
+    return [
+        (int(e), int(i))
+        for p in parts
+        for e, i in zip(p.entry_column("entry_id"), p.batch_index, strict=True)
+    ]
+
+
+def test_a_group_read_whole_comes_out_as_one() -> None:
+    parts = taken(raw_entries([30, 30, 30], {}), (-1, -1, -1))
+    assert len(parts) == 1
+    assert row_ids(parts) == [(e, i) for e in range(3) for i in range(30)]
+    expected, _ = each_alone(keyed_group([30, 30, 30]))
+    assert rows(parts[0]) == expected
+
+
+def test_a_group_with_an_ack_set_or_a_clipped_entry_comes_out_entry_by_entry() -> None:
+    # bits 10 to 29 set in entry 1: its first ten messages were acknowledged
+    acked = taken(raw_entries([30, 30, 30], {1: [((1 << 30) - 1) ^ ((1 << 10) - 1)]}), (-1, -1, -1))
+    assert len(acked) == 3
+    assert row_ids(acked) == (
+        [(0, i) for i in range(30)] + [(1, i) for i in range(10, 30)] + [(2, i) for i in range(30)]
+    )
+    clipped = taken(raw_entries([30, 30, 30], {}), (12, 0, 25))
+    assert len(clipped) == 3
+    assert row_ids(clipped) == [(0, i) for i in range(25, 30)] + [
+        (e, i) for e in (1, 2) for i in range(30)
+    ]
