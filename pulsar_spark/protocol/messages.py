@@ -98,7 +98,7 @@ class EntryRows:
     def take(self, rows: IndexArray) -> EntryRows:
         """Only the given rows, in the given order: neighbours of one entry stay together."""
         owner = np.repeat(np.arange(len(self.counts)), self.counts)[rows]
-        starts = np.flatnonzero(np.diff(owner, prepend=-1)) if len(owner) else owner
+        starts = np.flatnonzero(np.diff(owner, prepend=-1))
         counts = np.diff(np.append(starts, len(owner))).astype(np.int64)
         return self._entries(owner[starts], counts)
 
