@@ -76,6 +76,25 @@ def rows(columns: MessageColumns) -> list[dict[str, Any]]:
     ]
 
 
+def entry_fields(columns: MessageColumns) -> list[tuple[object, ...]]:
+    """Every row's entry fields (ledger, entry, publish time, producer, origin), expanded from
+    however the columns keep them."""
+    producers, counts = columns.entry_texts("producer_name")
+    origins, origin_counts = columns.entry_texts("replicated_from")
+    assert origin_counts.tolist() == counts.tolist()
+    assert sum(counts.tolist()) == columns.count
+    return list(
+        zip(
+            columns.entry_column("ledger_id").tolist(),
+            columns.entry_column("entry_id").tolist(),
+            columns.entry_column("publish_time").tolist(),
+            [p for p, n in zip(producers, counts.tolist(), strict=True) for _ in range(n)],
+            [o for o, n in zip(origins, counts.tolist(), strict=True) for _ in range(n)],
+            strict=True,
+        )
+    )
+
+
 def strings(spans: Spans) -> list[bytes | None]:
     """The byte strings spans point at (None where one is null)."""
     valid = [True] * len(spans) if spans.valid is None else spans.valid.tolist()

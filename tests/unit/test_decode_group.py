@@ -9,7 +9,7 @@ import base64
 import numpy as np
 import pyarrow as pa
 import pytest
-from support.decoding import INFO, batch, outer, rows, smm
+from support.decoding import INFO, batch, entry_fields, outer, rows, smm
 
 from pulsar_spark.arrow.decode import to_record_batch
 from pulsar_spark.client.reader import RawEntry, _BatchGroup
@@ -77,28 +77,16 @@ def keyed_group(counts: list[int]) -> list[Entry]:
     return [keyed_entry(i, first, count) for i, (first, count) in enumerate(pairs)]
 
 
-def entry_fields(columns: MessageColumns) -> list[tuple[object, ...]]:
-    """Every row's entry fields, expanded from however the columns keep them."""
-    producers, counts = columns.entry_texts("producer_name")
-    origins, origin_counts = columns.entry_texts("replicated_from")
-    assert origin_counts.tolist() == counts.tolist()
-    return list(
-        zip(
-            columns.entry_column("ledger_id").tolist(),
-            columns.entry_column("entry_id").tolist(),
-            columns.entry_column("publish_time").tolist(),
-            [p for p, n in zip(producers, counts.tolist(), strict=True) for _ in range(n)],
-            [o for o, n in zip(origins, counts.tolist(), strict=True) for _ in range(n)],
-            columns.schema_versions(),
-            strict=True,
-        )
-    )
-
-
 def each_alone(entries: list[Entry]) -> tuple[list[dict[str, object]], list[tuple[object, ...]]]:
-    """Rows and entry fields of the entries decoded one by one."""
+    """Rows and entry fields (with the schema version) of the entries decoded one by one."""
     alone = [decode_entries([entry])[0] for entry in entries]
-    return [r for c in alone for r in rows(c)], [f for c in alone for f in entry_fields(c)]
+    return [r for c in alone for r in rows(c)], [f for c in alone for f in with_versions(c)]
+
+
+def with_versions(columns: MessageColumns) -> list[tuple[object, ...]]:
+    """Every row's entry fields and schema version."""
+    versions = columns.schema_versions()
+    return [(*f, v) for f, v in zip(entry_fields(columns), versions, strict=True)]
 
 
 LAYOUTS = {
@@ -117,7 +105,7 @@ def test_a_group_reads_as_each_entry_alone(layout: str) -> None:
     expected_rows, expected_fields = each_alone(entries)
     assert together.count == len(expected_rows)
     assert rows(together) == expected_rows
-    assert entry_fields(together) == expected_fields
+    assert with_versions(together) == expected_fields
     assert together.entry == entries[0][0]
     parts = decode_entries(entries)
     one = to_record_batch([together], TOPIC, 3)
@@ -169,7 +157,7 @@ def test_rows_of_a_group_slice_with_their_entries(start: int, stop: int) -> None
     expected_rows, expected_fields = each_alone(entries)
     part = together.slice(start, stop)
     assert rows(part) == expected_rows[start:stop]
-    assert entry_fields(part) == expected_fields[start:stop]
+    assert with_versions(part) == expected_fields[start:stop]
 
 
 @pytest.mark.parametrize("picked", [[5, 6, 7, 0], [239, 239, 1], [], [45]])
@@ -180,7 +168,7 @@ def test_rows_of_a_group_taken_keep_their_entries(picked: list[int]) -> None:
     expected_rows, expected_fields = each_alone(entries)
     part = together.take(np.array(picked, dtype=np.intp))
     assert rows(part) == [expected_rows[i] for i in picked]
-    assert entry_fields(part) == [expected_fields[i] for i in picked]
+    assert with_versions(part) == [expected_fields[i] for i in picked]
 
 
 def test_what_a_group_cannot_read_at_once_is_left_to_each_entry() -> None:

@@ -7,7 +7,7 @@ import base64
 
 import numpy as np
 import pytest
-from support.decoding import outer, rows
+from support.decoding import entry_fields, outer, rows
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
@@ -60,24 +60,6 @@ def run_of(entries: list[tuple[EntryInfo, pb.MessageMetadata, bytes]]) -> Messag
         run.add(*entry)
     assert len(run) == len(entries)
     return run.take()
-
-
-def entry_fields(columns: MessageColumns) -> list[tuple[object, ...]]:
-    names, repeats = columns.entry_texts("producer_name")
-    origins, _ = columns.entry_texts("replicated_from")
-    assert sum(repeats.tolist()) == columns.count
-    producers = [n for n, r in zip(names, repeats.tolist(), strict=True) for _ in range(r)]
-    replicated = [o for o, r in zip(origins, repeats.tolist(), strict=True) for _ in range(r)]
-    return list(
-        zip(
-            columns.entry_column("ledger_id").tolist(),
-            columns.entry_column("entry_id").tolist(),
-            columns.entry_column("publish_time").tolist(),
-            producers,
-            replicated,
-            strict=True,
-        )
-    )
 
 
 def test_a_run_reads_as_each_entry_alone() -> None:
