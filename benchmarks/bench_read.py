@@ -34,6 +34,12 @@ B. What a PySpark user can write today without this package: a DataFrame of the 
 C. Spark's ceiling for a Python source (``ceiling.py``): prebuilt record batches of the
    connector's schema, with the case's keys, properties and value size, and no I/O or
    decoding at all, as many rows per partition as the topic holds.
+D. Only when asked for (``--sides A,C,D --ceiling-work-ns N``): C, spending N ns of CPU per row
+   in a loop that touches no data before each batch. Given the Python time A's workers spend
+   per message beyond C's (the run reports each side's Python time per message), D is what A
+   could reach if reading cost nothing more: no broker on the same cores and no memory
+   traffic; A/D and D/C say how much of A's distance to C is its Python time and how much the
+   rest.
 
 Each side runs in its own SparkSession (stopped in between), so the peak memory of the Python
 worker processes is measured for that side alone. With ``--interleave`` the sides share one
@@ -44,6 +50,7 @@ timed runs. Results go to ``benchmarks/results/bench_read.json``.
 
     python benchmarks/bench_read.py [--cases plain,keyed,large,unbatched] [--messages N]
     python benchmarks/bench_read.py --cases plain,keyed --sides A,C --interleave
+    python benchmarks/bench_read.py --cases keyed --sides A,C,D --ceiling-work-ns 670 --interleave
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -277,11 +285,21 @@ def side_b(spark: Any, service_url: str, published: Published) -> Any:
 
 
 def side_c(spark: Any, service_url: str, published: Published) -> Any:
+    return _ceiling(spark, published)
+
+
+def side_d(spark: Any, service_url: str, published: Published, *, work_ns: int = 0) -> Any:
+    return _ceiling(spark, published, work_ns=str(work_ns))
+
+
+def _ceiling(spark: Any, published: Published, **options: str) -> Any:
+    """The ceiling source (``ceiling.py``) yielding what ``published`` holds."""
     return (
         spark.read.format("ceiling")
         .option("counts", ",".join(map(str, published.counts)))
         .option("size", str(published.shape.size))
         .option("keyed", str(published.shape.keyed).lower())
+        .options(**options)
         .load()
     )
 
@@ -294,7 +312,9 @@ SIDES: dict[str, Side] = {
     "A": ("pulsar source", side_a),
     "B": ("official client in mapInArrow", side_b),
     "C": ("ceiling: prebuilt Arrow batches", side_c),
+    "D": ("ceiling spending CPU per row", side_d),  # run_case passes --ceiling-work-ns
 }
+DEFAULT_SIDES = "A,B,C"
 
 
 def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
@@ -308,11 +328,14 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
     try:
         data = argparse.Namespace(messages=case.messages, partitions=args.partitions)
         published = publish_dataset(service, data, case.shape, topic=f"bench-{name}")
+        # The ceiling source (C, D) yields binary values, so it has no avro case.
         sides = {
             side: SIDES[side]
             for side in args.sides.split(",")
-            if not (case.shape.avro and side == "C")  # the ceiling source yields binary values
+            if not (case.shape.avro and side in ("C", "D"))
         }
+        if "D" in sides:
+            sides["D"] = (sides["D"][0], partial(side_d, work_ns=args.ceiling_work_ns))
         target = Target(name, case, service.service_url, published)
         runs, counts = (interleaved if args.interleave else one_by_one)(target, sides, args)
     finally:
@@ -331,6 +354,14 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         "a_over_b": ratio(best["A"], best["B"]),
         "a_over_ceiling": ratio(best["A"], best["C"]),
         "a_over_ceiling_in_turn": paired(runs, "A", "C") if args.interleave else None,
+        "python_ns_per_message": {
+            side: python_ns(run, case.messages) for side, run in best.items() if run
+        },
+        "ceiling_work_ns": args.ceiling_work_ns if "D" in sides else None,
+        "a_over_d": ratio(best["A"], best["D"]),
+        "d_over_ceiling": ratio(best["D"], best["C"]),
+        "a_over_d_in_turn": paired(runs, "A", "D") if args.interleave else None,
+        "d_over_ceiling_in_turn": paired(runs, "D", "C") if args.interleave else None,
     }
 
 
@@ -426,6 +457,24 @@ class SchemaRegistry:
         self.proxy.close()
 
 
+def python_ns(run: dict[str, Any], messages: int) -> int:
+    """The CPU time a run's Python processes (all but the JVM and the broker) spent per
+    message: for side A less side C's, what ``--ceiling-work-ns`` gives side D."""
+    cores = run["cores_busy"] - run["jvm_cores"] - run["broker_cores"]
+    return round(cores * run["seconds"] / messages * 1e9)
+
+
+def _work_summary(result: dict[str, Any]) -> str:
+    """Side D's ratios, when it ran."""
+    if result["ceiling_work_ns"] is None:
+        return ""
+    text = f"; with {result['ceiling_work_ns']} ns a row, A/D {result['a_over_d']}, "
+    text += f"D/ceiling {result['d_over_ceiling']}"
+    if result["d_over_ceiling_in_turn"] is not None:
+        text += f" ({result['a_over_d_in_turn']}, {result['d_over_ceiling_in_turn']} in turn)"
+    return text
+
+
 def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
     return round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
 
@@ -435,7 +484,13 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
     parser.add_argument("--messages", type=int, help="for every case (default: the case's own)")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
-    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of A,B,C")
+    parser.add_argument("--sides", default=DEFAULT_SIDES, help="comma-separated, of A,B,C,D")
+    parser.add_argument(
+        "--ceiling-work-ns",
+        type=int,
+        default=0,
+        help="side D's CPU time per row: the Python time A's workers spend per message",
+    )
     parser.add_argument(
         "--runs",
         type=int,
@@ -482,11 +537,14 @@ def main() -> None:
     ]
     print()
     for result in results:
-        in_turn = result["a_over_ceiling_in_turn"]
+        in_turn, a_over_b = result["a_over_ceiling_in_turn"], result["a_over_b"]
         print(
-            f"{result['case']}: A/B {result['a_over_b']}x, A/ceiling {result['a_over_ceiling']} "
-            "(median measured runs)"
+            f"{result['case']}: "
+            + ("" if a_over_b is None else f"A/B {a_over_b}x, ")
+            + f"A/ceiling {result['a_over_ceiling']} (median measured runs)"
             + ("" if in_turn is None else f", {in_turn} (median of the rounds' ratios)")
+            + f"; Python ns a message {result['python_ns_per_message']}"
+            + _work_summary(result)
             + f"; row counts {result['counts']}"
         )
     report(

@@ -11,7 +11,10 @@ task and planning call (:mod:`pulsar_spark.spark.worker_gc`), so the collection 
 after each is as cheap for it: a source that does so is faster, and a ceiling must not be beaten.
 
 Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
-(``true``: a key and two properties per row, like :class:`common.Shape`).
+(``true``: a key and two properties per row, like :class:`common.Shape`), ``work_ns`` (CPU time
+to spend per row before each batch is yielded, in a loop that touches no data; default 0).
+With ``work_ns`` set to what a real source's Python workers spend per row, it reads as fast as
+that source could if it cost nothing else: no broker sharing the cores, no memory traffic.
 
 ``spark.readStream.format("ceiling")`` reads the same rows as a stream, with
 ``maxMessagesPerTrigger`` (each micro-batch takes an even share of the limit from every
@@ -23,6 +26,7 @@ Python source, per query and per micro-batch.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -63,6 +67,7 @@ class CeilingSource(DataSource):
             [int(c) for c in self.options["counts"].split(",")],
             int(self.options["size"]),
             self.options.get("keyed", "false") == "true",
+            int(self.options.get("work_ns", "0")),
         )
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
@@ -78,10 +83,11 @@ class CeilingPartition(InputPartition):  # type: ignore[misc]
 
 
 class CeilingReader(DataSourceReader):
-    def __init__(self, counts: list[int], size: int, keyed: bool) -> None:
+    def __init__(self, counts: list[int], size: int, keyed: bool, work_ns: int = 0) -> None:
         self.counts = counts
         self.size = size
         self.keyed = keyed
+        self.work_ns = work_ns
 
     def partitions(self) -> list[InputPartition]:
         return [CeilingPartition(i, rows) for i, rows in enumerate(self.counts)]
@@ -93,8 +99,10 @@ class CeilingReader(DataSourceReader):
         batch = prebuilt(rows_per_batch, self.keyed, self.size, partition.index)
         left = partition.rows
         while left > 0:
-            yield batch if left >= len(batch) else batch.slice(0, left)
-            left -= len(batch)
+            rows = min(left, len(batch))
+            _spend(self.work_ns * rows)
+            yield batch if rows == len(batch) else batch.slice(0, rows)
+            left -= rows
 
 
 class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -129,6 +137,15 @@ class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.batch.read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+def _spend(nanoseconds: int) -> None:
+    """Keep this thread busy for ``nanoseconds`` of its own CPU time."""
+    if nanoseconds <= 0:
+        return
+    stop = time.thread_time_ns() + nanoseconds
+    while time.thread_time_ns() < stop:
         pass
 
 
