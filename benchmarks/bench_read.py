@@ -45,12 +45,16 @@ Each side runs in its own SparkSession (stopped in between), so the peak memory 
 worker processes is measured for that side alone. With ``--interleave`` the sides share one
 SparkSession instead and take turns, a run each per round, so that the machine's speed drifting
 during a case (by tens of percent on a shared 2-core machine) weighs on every side alike; A/C
-is then also given as the median of the rounds' own ratios. Row counts are checked outside the
-timed runs. Results go to ``benchmarks/results/bench_read.json``.
+is then also given as the median of the rounds' own ratios. With ``--broker-core`` the broker
+runs alone on the last CPU and Spark on the others (on this 2-vCPU machine: one core for
+Spark's JVM and Python workers), as on a cluster whose brokers have machines of their own;
+otherwise all share every core. Row counts are checked outside the timed runs. Results go to
+``benchmarks/results/bench_read.json``.
 
     python benchmarks/bench_read.py [--cases plain,keyed,large,unbatched] [--messages N]
     python benchmarks/bench_read.py --cases plain,keyed --sides A,C --interleave
-    python benchmarks/bench_read.py --cases keyed --sides A,C,D --ceiling-work-ns 670 --interleave
+    python benchmarks/bench_read.py --cases keyed --sides A,C,D --ceiling-work-ns 600 --interleave
+    python benchmarks/bench_read.py --cases plain,keyed --sides A,C --interleave --broker-core
 """
 
 from __future__ import annotations
@@ -76,9 +80,11 @@ from common import (
     measure,
     median_measured,
     partition_topic,
+    pin_broker,
     publish_dataset,
     reading_schema,
     report,
+    spark_cores_apart,
     spark_session,
     start_broker,
     timed_run,
@@ -320,6 +326,8 @@ DEFAULT_SIDES = "A,B,C"
 def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
     """Publish the case's topic, then measure each side on it; the case's results."""
     broker = start_broker(f"bench-{name}", args.partitions)
+    if args.broker_cpu is not None:
+        pin_broker(broker, args.broker_cpu)
     service: Any = broker
     if case.shape.avro:
         # pulsar-lite keeps no schemas: the test proxy keeps them as Apache Pulsar does (and
@@ -357,6 +365,7 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         "python_ns_per_message": {
             side: python_ns(run, case.messages) for side, run in best.items() if run
         },
+        "broker_core": args.broker_core,
         "ceiling_work_ns": args.ceiling_work_ns if "D" in sides else None,
         "a_over_d": ratio(best["A"], best["D"]),
         "d_over_ceiling": ratio(best["D"], best["C"]),
@@ -509,7 +518,14 @@ def main() -> None:
         default=3,
         help="the first runs, untimed for ratios: Spark's JIT compiler is still at work in them",
     )
+    parser.add_argument(
+        "--broker-core",
+        action="store_true",
+        help="run the broker alone on the last CPU and Spark (JVM, Python workers) on the "
+        "others, as on a cluster where brokers have machines of their own",
+    )
     args = parser.parse_args()
+    args.broker_cpu = spark_cores_apart() if args.broker_core else None
     names = args.cases.split(",")
     unknown = sorted(set(names) - set(CASES)) + sorted(set(args.sides.split(",")) - set(SIDES))
     if unknown:

@@ -60,6 +60,26 @@ def start_broker(
     return LocalBroker.start(partitioned_topics=dict.fromkeys(topics, partitions))
 
 
+def spark_cores_apart() -> int:
+    """Keep this process, and what it starts from now on (Spark's JVM and Python workers), off
+    one CPU, and return that CPU, for :func:`pin_broker`: as on a cluster, where brokers do not
+    run on the executors' cores. To be called before the first SparkSession."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("the broker needs a core of its own: this process may use only one")
+    os.sched_setaffinity(0, cpus[:-1])
+    return cpus[-1]
+
+
+def pin_broker(broker: LocalBroker, cpu: int) -> None:
+    """Pin every thread of ``broker`` to ``cpu``."""
+    pid = broker.pid
+    if pid is None:
+        raise RuntimeError("the broker is not running")
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(thread), {cpu})
+
+
 def partition_topic(topic: str, index: int) -> str:
     return f"{full_topic_name(topic)}-partition-{index}"
 
