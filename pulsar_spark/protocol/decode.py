@@ -143,10 +143,18 @@ def decode_group(entries: Sequence[Entry]) -> MessageColumns | None:
         if together is None or together[1].compacted_out.any():
             return None
         whole = to_columns(entries[0][0], *together)
-    firsts = np.cumsum(counts) - counts
-    index = np.arange(whole.count, dtype=np.int64) - np.repeat(firsts, counts)
     rows = EntryRows.of([info for info, _, _ in entries], counts)
-    return replace(whole, batch_index=index.astype(np.int32), rows=rows)
+    return replace(whole, batch_index=_within_batch(counts).astype(np.int32), rows=rows)
+
+
+def _within_batch(counts: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each row's index in its batch, for batches of ``counts`` rows laid end to end."""
+    sizes = np.asarray(counts, dtype=np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    within: npt.NDArray[np.int64] = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
+        firsts, sizes
+    )
+    return within
 
 
 def _scan(entries: Sequence[Entry]) -> list[MessageColumns]:
@@ -275,8 +283,7 @@ def _uniform_whole(entries: Sequence[Entry]) -> MessageColumns | None:
             return None
     else:  # each batch counts up from its own sequence id
         bases = np.array([metadata.sequence_id for _, metadata, _ in entries], dtype=np.int64)
-        firsts = np.cumsum(counts) - counts
-        sequence_id = np.arange(count, dtype=np.int64) + np.repeat(bases - firsts, counts)
+        sequence_id = _within_batch(counts) + np.repeat(bases, counts)
     value_start = header + record * np.arange(count, dtype=np.int64)
     return _columns_from_first(entries[0][0], first, value_start, payload, sequence_id)
 
