@@ -3,7 +3,9 @@
 Names and parameter formats are the Java client's (``ClientConfigurationData``), as
 streamnative/pulsar-spark and Flink's connector pass them through, so a job moved from them
 keeps its options. Everything is checked when the DataFrame is defined: files are opened,
-plugins configured, contradictions refused. No error shows the value of ``authParams``.
+plugins configured, contradictions refused, and Java settings that would silently weaken the
+connection (JVM key stores, TLS versions and ciphers, proxies) refused. No error shows the
+value of ``authParams``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pulsar_spark.client.auth import (
 )
 from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.option_values import OptionValues
+from pulsar_spark.spark.option_values import OptionValues, Unsupported
 
 SERVICE_URL = "service.url"
 OPERATION_TIMEOUT_MS = "pulsar.client.operationTimeoutMs"
@@ -32,6 +34,7 @@ TLS_CERT = "pulsar.client.tlsCertificateFilePath"
 TLS_KEY = "pulsar.client.tlsKeyFilePath"
 PROXY_SERVICE_URL = "pulsar.client.proxyServiceUrl"
 PROXY_PROTOCOL = "pulsar.client.proxyProtocol"
+USE_TLS = "pulsar.client.useTls"
 
 # Besides service.url (which the option lists name first).
 CLIENT_OPTIONS = (
@@ -48,14 +51,15 @@ CLIENT_OPTIONS = (
     TLS_KEY,
     PROXY_SERVICE_URL,
     PROXY_PROTOCOL,
+    USE_TLS,
 )
 
 # Java client settings accepted for compatibility, with a warning that they change nothing:
-# thread pools, statistics, JVM key stores, and behaviour this client has built in.
+# thread pools, statistics, the type of a JVM store (the stores themselves are refused), and
+# behaviour this client has built in.
 CLIENT_WITHOUT_EFFECT = tuple(
     "pulsar.client." + name
     for name in (
-        "authParamMap",
         "concurrentLookupRequest",
         "connectionMaxIdleSeconds",
         "connectionsPerBroker",
@@ -76,27 +80,71 @@ CLIENT_WITHOUT_EFFECT = tuple(
         "numListenerThreads",
         "readTimeoutMs",
         "requestTimeoutMs",
-        "socks5ProxyAddress",
-        "socks5ProxyPassword",
-        "socks5ProxyUsername",
-        "sslFactoryPlugin",
-        "sslFactoryPluginParams",
         "sslProvider",
         "statsIntervalSeconds",
-        "tlsCiphers",
-        "tlsKeyStorePassword",
-        "tlsKeyStorePath",
         "tlsKeyStoreType",
-        "tlsProtocols",
-        "tlsTrustStorePassword",
-        "tlsTrustStorePath",
         "tlsTrustStoreType",
-        "useKeyStoreTls",
         "useTcpNoDelay",
-        "useTls",
         "autoCertRefreshSeconds",
         "lookupProperties",
     )
+)
+
+_PEM_TRUST = f"give the CAs to trust as a PEM file in {TLS_TRUST_CERTS!r}"
+_PEM_IDENTITY = f"give the client certificate and key as PEM files in {TLS_CERT!r} and {TLS_KEY!r}"
+_NO_SOCKS = "connections would go straight to the brokers, not through the SOCKS5 proxy"
+_NO_PLUGIN = (
+    "TLS would be set up from the PEM files of the tls*FilePath options (or the system's "
+    "trusted CAs), not by an SSL factory plugin"
+)
+# Java client settings refused: ignoring them would weaken what the job asked for.
+CLIENT_UNSUPPORTED = (
+    Unsupported(
+        "pulsar.client.authParamMap",
+        "the connection would not authenticate with these parameters; give them in "
+        f"{AUTH_PARAMS!r} (a JSON object)",
+    ),
+    Unsupported("pulsar.client.socks5ProxyAddress", _NO_SOCKS),
+    Unsupported("pulsar.client.socks5ProxyPassword", _NO_SOCKS),
+    Unsupported("pulsar.client.socks5ProxyUsername", _NO_SOCKS),
+    Unsupported(
+        "pulsar.client.sslFactoryPlugin",
+        _NO_PLUGIN,
+        ("org.apache.pulsar.common.util.DefaultPulsarSslFactory",),
+    ),
+    Unsupported("pulsar.client.sslFactoryPluginParams", _NO_PLUGIN, ("",)),
+    Unsupported(
+        "pulsar.client.tlsCiphers",
+        "the connection would offer Python's default cipher suites, not only those listed",
+    ),
+    Unsupported(
+        "pulsar.client.tlsProtocols",
+        "the connection would accept every TLS version Python's default allows (TLSv1.2 and "
+        "later), not only those listed",
+    ),
+    Unsupported(
+        "pulsar.client.tlsTrustStorePath",
+        "JVM trust stores are not read, so the broker's certificate would be checked against "
+        f"the system's trusted CAs instead; {_PEM_TRUST}",
+    ),
+    Unsupported(
+        "pulsar.client.tlsTrustStorePassword",
+        f"JVM trust stores are not read; {_PEM_TRUST}",
+    ),
+    Unsupported(
+        "pulsar.client.tlsKeyStorePath",
+        "JVM key stores are not read, so no client certificate would be presented; "
+        + _PEM_IDENTITY,
+    ),
+    Unsupported(
+        "pulsar.client.tlsKeyStorePassword",
+        f"JVM key stores are not read; {_PEM_IDENTITY}",
+    ),
+    Unsupported(
+        "pulsar.client.useKeyStoreTls",
+        f"JVM key and trust stores are not read; {_PEM_TRUST}, and {_PEM_IDENTITY}",
+        ("false",),
+    ),
 )
 
 
@@ -149,6 +197,10 @@ def _sni_proxy(opts: OptionValues, tls: TlsSettings | None) -> BrokerAddress | N
 
 def _tls_settings(opts: OptionValues, url: str, auth: Authentication) -> TlsSettings | None:
     given = [name for name in (TLS_TRUST_CERTS, TLS_CERT, TLS_KEY) if opts.get(name)]
+    # The URL's scheme decides, as in Java, where useTls=false does not turn TLS off; but
+    # useTls=true with a pulsar:// URL asks for TLS, which Java does and plain text is not.
+    if opts.boolean(USE_TLS, default=False):
+        given.append(USE_TLS)
     if not is_tls_url(url):
         if given or isinstance(auth, TlsAuthentication):
             what = ", ".join(given) or f"{AUTH_PLUGIN} AuthenticationTls"

@@ -2,7 +2,11 @@
 
 Every error names the option and what it accepts. Options the Java client knows but that
 mean nothing here are accepted with one warning per process, so a job moved from a JVM
-connector keeps running; anything else unknown is refused with a did-you-mean hint.
+connector keeps running. Java options that ask for something this connector does not do, and
+that it would silently not get (encryption, a TLS restriction, a partition router), are
+refused with what would happen instead (:class:`Unsupported`): a job asking for encryption must
+never send or read plain text unknowingly. Anything else unknown is refused with a did-you-mean
+hint. No error shows an option's value: some are passwords.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import difflib
 import logging
 import threading
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from pulsar_spark.errors import ConfigurationError
 
@@ -38,6 +43,33 @@ def _warn_without_effect(name: str) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A Java client option whose request this connector would not honour, refused.
+
+    ``instead`` says what would happen if it were ignored (and what to do), ending the error.
+    ``accepted`` lists the values (any case) that ask for nothing beyond what the connector
+    does anyway, usually the Java default: those are accepted with the no-effect warning.
+    """
+
+    name: str
+    instead: str
+    accepted: tuple[str, ...] = ()
+
+    def asks_nothing(self, value: str) -> bool:
+        return value.strip().lower() in {v.lower() for v in self.accepted}
+
+    def error(self) -> ConfigurationError:
+        only = (
+            f" (only {' or '.join(repr(v) for v in self.accepted)} is accepted)"
+            if self.accepted
+            else ""
+        )
+        return ConfigurationError(
+            f"option {self.name!r} is not supported yet{only}: {self.instead}"
+        )
+
+
 class OptionValues:
     """Case-insensitive access with typed, option-naming errors."""
 
@@ -56,21 +88,30 @@ class OptionValues:
         known: tuple[str, ...],
         purpose: str,
         without_effect: Collection[str] = (),
+        unsupported: Collection[Unsupported] = (),
         *,
         system: str = "Pulsar",
     ) -> None:
         """Refuse an option that is neither ``known`` nor one of ``without_effect`` (names
-        the Java client has, accepted with a warning that they change nothing here)."""
+        the Java client has, accepted with a warning that they change nothing here), and one
+        of ``unsupported`` unless its value asks for nothing."""
         lower = {k.lower(): k for k in known}
         ignored = {k.lower(): k for k in without_effect}
-        for key in self._values:
+        refused = {u.name.lower(): u for u in unsupported}
+        for key, value in self._values.items():
             if key in lower or key in SPARK_OPTIONS:
+                continue
+            if key in refused:
+                if not refused[key].asks_nothing(str(value)):
+                    raise refused[key].error()
+                _warn_without_effect(refused[key].name)
                 continue
             if key in ignored:
                 _warn_without_effect(ignored[key])
                 continue
-            close = difflib.get_close_matches(key, [*lower, *ignored], n=1)
-            hint = f" Did you mean {(lower | ignored)[close[0]]!r}?" if close else ""
+            names = lower | ignored | {k: u.name for k, u in refused.items()}
+            close = difflib.get_close_matches(key, list(names), n=1)
+            hint = f" Did you mean {names[close[0]]!r}?" if close else ""
             raise ConfigurationError(
                 f"unknown option {key!r} for {purpose} {system}.{hint} "
                 f"Known options: {', '.join(known)}"

@@ -27,11 +27,12 @@ from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
+    CLIENT_UNSUPPORTED,
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.spark.positions import (
     Bound,
     Earliest,
@@ -89,15 +90,10 @@ READER_WITHOUT_EFFECT = tuple(
     for name in (
         "autoUpdatePartitions",
         "autoUpdatePartitionsIntervalSeconds",
-        "cryptoFailureAction",
-        "cryptoKeyReader",
-        "keyHashRanges",
         "poolMessages",
-        "readCompacted",
         "readerListener",
         "readerName",
         "resetIncludeHead",
-        "startMessageFromRollbackDurationInSec",
         "subscriptionInitialPosition",
         "subscriptionMode",
         "subscriptionName",
@@ -107,6 +103,31 @@ READER_WITHOUT_EFFECT = tuple(
         "maxPendingChunkedMessage",
         "autoAckOldestChunkedMessageOnQueueFull",
     )
+)
+_NO_DECRYPTION = (
+    "pulsar-spark does not decrypt messages; the value of an encrypted message would not be "
+    "its plain text"
+)
+# Java reader settings refused: ignoring them would read other messages than asked, or
+# encrypted ones as if they were not.
+READER_UNSUPPORTED = (
+    Unsupported("pulsar.reader.cryptoKeyReader", _NO_DECRYPTION),
+    Unsupported("pulsar.reader.cryptoFailureAction", _NO_DECRYPTION),
+    Unsupported(
+        "pulsar.reader.keyHashRanges",
+        "every message would be read, whatever the hash of its key; filter the rows in Spark",
+    ),
+    Unsupported(
+        "pulsar.reader.readCompacted",
+        "every message of the topic would be read, not only the latest of each key",
+        ("false",),
+    ),
+    Unsupported(
+        "pulsar.reader.startMessageFromRollbackDurationInSec",
+        f"the read would start at {STARTING_OFFSETS!r}; give a publish time in "
+        f"{STARTING_TIME!r} instead",
+        ("0",),
+    ),
 )
 
 
@@ -175,7 +196,12 @@ def check_read_options(options: Mapping[str, str]) -> ReadOptions:
 
 
 def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
-    opts.refuse_unknown(READ_OPTIONS, "reading", (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT))
+    opts.refuse_unknown(
+        READ_OPTIONS,
+        "reading",
+        (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT),
+        (*CLIENT_UNSUPPORTED, *READER_UNSUPPORTED),
+    )
     starting = _starting(opts, rules)
     ending = _ending(opts, rules)
     value_format = _value_format(opts)

@@ -1,8 +1,9 @@
 """Write options (``df.write`` and ``df.writeStream``): parsed once into a frozen object.
 
 Checked when the DataFrame is defined, like the read options: every error names the option and
-what it accepts, unknown options are refused, and the Java producer's settings that mean
-nothing here are accepted with a warning.
+what it accepts, unknown options are refused, the Java producer's settings that mean nothing
+here are accepted with a warning, and those it would not honour (encryption, routing) are
+refused.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
+    CLIENT_UNSUPPORTED,
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.spark.write_schemas import (
     DEFINITION,
     KEY_SCHEMA,
@@ -56,29 +58,48 @@ WRITE_OPTIONS = (
 PRODUCER_WITHOUT_EFFECT = tuple(
     "pulsar.producer." + name
     for name in (
-        "accessMode",
         "autoUpdatePartitions",
         "autoUpdatePartitionsIntervalSeconds",
-        "batcherBuilder",
         "batchingPartitionSwitchFrequencyByPublishDelay",
         "blockIfQueueFull",
         "chunkMaxMessageSize",
         "chunkingEnabled",
         "compressMinMsgBodySize",
-        "cryptoFailureAction",
-        "cryptoKeyReader",
-        "customMessageRouter",
-        "encryptionKeys",
-        "hashingScheme",
         "initialSequenceId",
         "lazyStartPartitionedProducers",
         "maxPendingMessagesAcrossPartitions",
-        "messageRoutingMode",
         "multiSchema",
         "producerName",
         "properties",
         "topicName",
     )
+)
+_NO_ENCRYPTION = "pulsar-spark does not encrypt messages; they would be sent in plain text"
+_DEFAULT_ROUTING = (
+    "messages would be routed as by the Java producer's default router: keyed ones by "
+    "JavaStringHash of the key, the others round-robin over the partitions"
+)
+# Java producer settings refused: ignoring them would send plain text, or route messages
+# otherwise than asked.
+PRODUCER_UNSUPPORTED = (
+    Unsupported("pulsar.producer.encryptionKeys", _NO_ENCRYPTION),
+    Unsupported("pulsar.producer.cryptoKeyReader", _NO_ENCRYPTION),
+    Unsupported("pulsar.producer.cryptoFailureAction", _NO_ENCRYPTION),
+    Unsupported(
+        "pulsar.producer.accessMode",
+        "every task opens its own producer in Shared mode; no other producer would be kept off "
+        "the topic",
+        ("Shared",),
+    ),
+    Unsupported(
+        "pulsar.producer.batcherBuilder",
+        "a batch would hold messages of several keys, which Key_Shared consumers receive "
+        f"together; set {PRODUCER_BATCHING!r} to false to send each message in its own entry",
+        ("DEFAULT",),
+    ),
+    Unsupported("pulsar.producer.customMessageRouter", _DEFAULT_ROUTING),
+    Unsupported("pulsar.producer.hashingScheme", _DEFAULT_ROUTING, ("JavaStringHash",)),
+    Unsupported("pulsar.producer.messageRoutingMode", _DEFAULT_ROUTING, ("RoundRobinPartition",)),
 )
 
 
@@ -98,7 +119,10 @@ class WriteOptions:
 
         opts = OptionValues(options)
         opts.refuse_unknown(
-            WRITE_OPTIONS, "writing to", (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT)
+            WRITE_OPTIONS,
+            "writing to",
+            (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT),
+            (*CLIENT_UNSUPPORTED, *PRODUCER_UNSUPPORTED),
         )
         topic = opts.get(TOPIC)
         if topic is not None and "," in topic:

@@ -664,6 +664,17 @@ BAD_OPTIONS: list[tuple[dict[str, str | None], str]] = [
         "option 'pulsar.client.operationTimeoutMs' must be a positive integer",
     ),
     ({"maxMessagesPerTrigger": "-1"}, "option 'maxMessagesPerTrigger' must be a positive"),
+    (
+        {"pulsar.reader.cryptoKeyReader": "com.example.Keys"},
+        "option 'pulsar.reader.cryptoKeyReader' is not supported yet: pulsar-spark does not "
+        "decrypt messages; the value of an encrypted message would not be its plain text",
+    ),
+    (
+        {"PULSAR.CLIENT.TLSTRUSTSTOREPATH": "/etc/pulsar/truststore.jks"},
+        "option 'pulsar.client.tlsTrustStorePath' is not supported yet: JVM trust stores are "
+        "not read, so the broker's certificate would be checked against the system's trusted "
+        "CAs instead",
+    ),
 ]
 
 

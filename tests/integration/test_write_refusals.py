@@ -151,6 +151,18 @@ OPTION_ERRORS: list[tuple[str, dict[str, str | None], str]] = [
         {"startingOffsets": "earliest"},
         "unknown option 'startingoffsets' for writing",
     ),
+    (
+        "encryption asked for",
+        {"pulsar.producer.encryptionKeys": "orders-key"},
+        "option 'pulsar.producer.encryptionKeys' is not supported yet: pulsar-spark does not "
+        "encrypt messages; they would be sent in plain text",
+    ),
+    (
+        "TLS versions restricted",
+        {"Pulsar.Client.TlsProtocols": "TLSv1.3"},
+        "option 'pulsar.client.tlsProtocols' is not supported yet: the connection would accept "
+        "every TLS version Python's default allows (TLSv1.2 and later), not only those listed",
+    ),
 ]
 
 
