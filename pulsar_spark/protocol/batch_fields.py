@@ -24,6 +24,7 @@ from pulsar_spark.protocol.messages import (
     MessageColumns,
     PropertyColumns,
     Spans,
+    checked_times,
 )
 
 
@@ -42,7 +43,7 @@ class BatchFields:
     has_key: BoolArray
     key_b64: BoolArray
     null_key: BoolArray
-    event_time: Int64Array
+    event_time: Int64Array  # as sent (uint64), reinterpreted as int64
     sequence_id: Int64Array  # as sent (uint64), reinterpreted as int64
     compacted_out: BoolArray
     property_offsets: Int64Array
@@ -121,7 +122,7 @@ def to_columns(info: EntryInfo, data: bytes, fields: BatchFields) -> MessageColu
         values=values,
         key=_keys(data, fields),
         properties=_properties(data, fields),
-        event_time=fields.event_time,
+        event_time=checked_times(fields.event_time.view(np.uint64), "event time"),
         sequence_id=fields.sequence_id,
     )
     if not fields.compacted_out.any():

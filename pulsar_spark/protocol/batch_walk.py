@@ -10,6 +10,7 @@ records at once; the unit tests hold the two to the same result.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol.batch_fields import BatchFields
@@ -25,6 +26,7 @@ _TAG_NULL_VALUE = 0x48  # 9
 _TAG_NULL_KEY = 0x50  # 10
 _TAG_PAIR_NAME = 0x0A  # KeyValue.key
 _TAG_PAIR_VALUE = 0x12  # KeyValue.value
+_UINT64 = (1 << 64) - 1  # a sequence id counted up from the batch's wraps, as a long does
 
 
 class _Record:
@@ -66,7 +68,7 @@ def _walk(data: bytes, count: int, base_sequence: int) -> BatchFields:
     for index in range(count):
         start = pos + 4
         end = start + int.from_bytes(data[pos:start], "big")
-        record = _read_record(data, start, end, base_sequence + index)
+        record = _read_record(data, start, end, (base_sequence + index) & _UINT64)
         if end + record.size > len(data):
             raise ValueError("a message runs past the end of its batch")
         records.append(record)
@@ -183,8 +185,8 @@ def _fields(records: list[_Record], value_starts: list[int]) -> BatchFields:
         has_key=np.fromiter((r.key is not None for r in records), np.bool_, n),
         key_b64=np.fromiter((r.key_b64 for r in records), np.bool_, n),
         null_key=np.fromiter((r.null_key for r in records), np.bool_, n),
-        event_time=np.fromiter((r.event_time for r in records), np.int64, n),
-        sequence_id=np.array([r.sequence_id for r in records], dtype=np.uint64).astype(np.int64),
+        event_time=_as_sent([r.event_time for r in records]),
+        sequence_id=_as_sent([r.sequence_id for r in records]),
         compacted_out=np.fromiter((r.compacted_out for r in records), np.bool_, n),
         property_offsets=property_offsets,
         name_start=pair_array[:, 0],
@@ -192,3 +194,9 @@ def _fields(records: list[_Record], value_starts: list[int]) -> BatchFields:
         item_start=pair_array[:, 2],
         item_length=pair_array[:, 3],
     )
+
+
+def _as_sent(numbers: list[int]) -> npt.NDArray[np.int64]:
+    """uint64 fields as sent, reinterpreted as int64 (OverflowError past 64 bits)."""
+    as_int64: npt.NDArray[np.int64] = np.array(numbers, dtype=np.uint64).view(np.int64)
+    return as_int64

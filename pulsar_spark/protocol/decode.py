@@ -57,11 +57,16 @@ from pulsar_spark.protocol.batch_fields import (
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
 from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
 from pulsar_spark.protocol.messages import (
+    INT64_MAX,
+    MAX_MILLIS,
     EntryInfo,
     EntryRows,
     MessageColumns,
     PropertyColumns,
     Spans,
+    as_text,
+    checked_times,
+    out_of_range,
 )
 from pulsar_spark.protocol.single_runs import single
 from pulsar_spark.protocol.varints import decode_fixed, decode_nine
@@ -77,14 +82,21 @@ SCAN_MIN_MESSAGES = 48
 def entry_info(
     metadata: pb.MessageMetadata, ledger_id: int, entry_id: int, partition: int
 ) -> EntryInfo:
+    """The fields every message of an entry shares. Ids and a publish time its columns cannot
+    hold fail with :class:`CorruptPayloadError`; a producer name or origin that is not valid
+    UTF-8 is read as Java reads it."""
+    publish_time = metadata.publish_time
+    if ledger_id > INT64_MAX or entry_id > INT64_MAX or publish_time > MAX_MILLIS:
+        raise out_of_range(ledger_id, entry_id, publish_time)
+    producer = metadata.producer_name
     # positional: made once per entry, and keywords cost a third more
     return EntryInfo(
         ledger_id,
         entry_id,
         partition,
-        metadata.producer_name,
-        metadata.publish_time,
-        metadata.replicated_from if metadata.HasField("replicated_from") else None,
+        producer if producer.__class__ is str else as_text(producer),
+        publish_time,
+        as_text(metadata.replicated_from) if metadata.HasField("replicated_from") else None,
         metadata.schema_version or None,
     )
 
@@ -282,8 +294,9 @@ def _uniform_whole(entries: Sequence[Entry]) -> MessageColumns | None:
         if sequence_id is None:
             return None
     else:  # each batch counts up from its own sequence id
-        bases = np.array([metadata.sequence_id for _, metadata, _ in entries], dtype=np.int64)
-        sequence_id = _within_batch(counts) + np.repeat(bases, counts)
+        bases = np.array([metadata.sequence_id for _, metadata, _ in entries], dtype=np.uint64)
+        within = _within_batch(counts).astype(np.uint64)
+        sequence_id = (within + np.repeat(bases, counts)).view(np.int64)  # wraps, as a long does
     value_start = header + record * np.arange(count, dtype=np.int64)
     return _columns_from_first(entries[0][0], first, value_start, payload, sequence_id)
 
@@ -318,7 +331,7 @@ def _columns_from_first(
         ),
         key=_repeated(count, key),
         properties=None if props is None else props.take(np.zeros(count, dtype=np.intp)),
-        event_time=np.full(count, first.event_time, dtype=np.int64),
+        event_time=checked_times(np.full(count, first.event_time, dtype=np.uint64), "event time"),
         sequence_id=sequence_id.astype(np.int64, copy=False),
     )
 

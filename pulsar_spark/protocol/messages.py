@@ -16,15 +16,56 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.errors import CorruptPayloadError
+
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
 IndexArray = npt.NDArray[np.intp]
-Properties = tuple[tuple[str, str], ...]
+Text = str | bytes
+"""A protobuf string field as read: bytes when what was sent is not valid UTF-8."""
+Properties = tuple[tuple[Text, Text], ...]
+
+INT64_MAX = (1 << 63) - 1
+"""The largest id an int64 column holds; uint64 wire fields above it are refused."""
+MAX_MILLIS = INT64_MAX // 1000
+"""The latest time (ms since the epoch) the read schema's timestamps hold: they are
+microseconds in an int64."""
+
+
+def out_of_range(ledger_id: int, entry_id: int, publish_time: int) -> CorruptPayloadError:
+    """The error for an entry whose ids (uint64 on the wire) do not fit an int64 column, or
+    whose publish time does not fit a timestamp, naming the first field that does not."""
+    fields = (
+        ("ledger id", ledger_id, INT64_MAX),
+        ("entry id", entry_id, INT64_MAX),
+        ("publish time", publish_time, MAX_MILLIS),
+    )
+    field, value, limit = next(f for f in fields if f[1] > f[2])
+    return CorruptPayloadError(f"{field} {value} is out of range (at most {limit})")
+
+
+def checked_times(sent: npt.NDArray[np.uint64], field: str) -> Int64Array:
+    """Times in ms as sent (uint64) as an int64 column; CorruptPayloadError naming ``field``
+    when one is past :data:`MAX_MILLIS`."""
+    latest = int(sent.max(initial=0))
+    if latest > MAX_MILLIS:
+        raise CorruptPayloadError(f"{field} {latest} is out of range (at most {MAX_MILLIS} ms)")
+    times: Int64Array = sent.view(np.int64)
+    return times
+
+
+def as_text(sent: Text) -> str:
+    """A protobuf string field as text: what is not valid UTF-8 read as Java reads it
+    (undecodable bytes become U+FFFD)."""
+    return sent if isinstance(sent, str) else sent.decode("utf-8", "replace")
 
 
 class EntryInfo(NamedTuple):
-    """What every message of one entry shares (a tuple: one is made for every entry)."""
+    """What every message of one entry shares (a tuple: one is made for every entry).
+
+    The ids fit an int64 and the publish time a timestamp (see :func:`out_of_range`); the
+    producer name and origin are text (:func:`as_text`)."""
 
     ledger_id: int
     entry_id: int
@@ -170,7 +211,10 @@ class Spans:
 @dataclass(frozen=True, slots=True)
 class PropertyColumns:
     """The properties of ``len(offsets) - 1`` messages: message i has the pairs
-    ``offsets[i]`` to ``offsets[i+1]`` of ``names`` and ``values`` (UTF-8, as sent)."""
+    ``offsets[i]`` to ``offsets[i+1]`` of ``names`` and ``values``: the bytes as sent, UTF-8 or
+    not, on every decode path (a batch's spans point at them where they lie; a name or value of
+    a protobuf-parsed metadata that is not valid UTF-8 arrives as bytes and is kept as such).
+    The Arrow layer reads them as Java does (undecodable bytes become U+FFFD)."""
 
     offsets: Int64Array
     names: Spans
@@ -178,8 +222,17 @@ class PropertyColumns:
 
     @classmethod
     def of(cls, rows: Sequence[Properties]) -> PropertyColumns:
-        """Properties over a new buffer holding every name and value, UTF-8, end to end."""
-        encoded = [text.encode() for row in rows for pair in row for text in pair]
+        """Properties over a new buffer holding every name and value end to end: text as
+        UTF-8, bytes (a name or value that is not valid UTF-8) as they are."""
+        try:  # text, the usual case, without a call per string
+            encoded = [
+                item.encode()  # type: ignore[union-attr]
+                for row in rows
+                for pair in row
+                for item in pair
+            ]
+        except AttributeError:  # some are bytes
+            encoded = [_utf8(item) for row in rows for pair in row for item in pair]
         lengths = np.array([len(e) for e in encoded], dtype=np.int64)
         starts = np.array([0, *accumulate(map(len, encoded))][:-1], dtype=np.int64)
         buffer = b"".join(encoded)
@@ -199,6 +252,10 @@ class PropertyColumns:
     def take(self, rows: IndexArray) -> PropertyColumns:
         pairs, offsets = ranges(self.offsets[rows], self.offsets[rows + 1])
         return PropertyColumns(offsets, self.names.take(pairs), self.values.take(pairs))
+
+
+def _utf8(sent: Text) -> bytes:
+    return sent if isinstance(sent, bytes) else sent.encode()
 
 
 def ranges(starts: Int64Array, stops: Int64Array) -> tuple[IndexArray, Int64Array]:

@@ -21,6 +21,7 @@ from pulsar_spark.protocol.messages import (
     Properties,
     PropertyColumns,
     Spans,
+    checked_times,
 )
 
 
@@ -75,7 +76,7 @@ class SingleRun:
             values=Spans.of(self._values),
             key=None if all(k is None for k in self._keys) else Spans.of(self._keys),
             properties=PropertyColumns.of(self._properties) if any(self._properties) else None,
-            event_time=np.array(self._event_times, dtype=np.int64),
+            event_time=checked_times(np.array(self._event_times, dtype=np.uint64), "event time"),
             sequence_id=np.array(self._sequence_ids, dtype=np.uint64).view(np.int64),
             rows=EntryRows.of(infos, np.ones(count, dtype=np.int64)),
         )
