@@ -23,6 +23,7 @@ REPO = HERE.parent
 BENCHMARKS = (
     "bench_codecs",
     "bench_decode",
+    "bench_avro",
     "bench_read",
     "bench_scale",
     "bench_stream",

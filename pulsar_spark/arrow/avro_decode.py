@@ -17,25 +17,33 @@ field reads it in all of them and moves them all at once (varints with
 
 Whatever this does not cover makes it decline (:func:`decode_avro` returns None), and the
 caller decodes the values one by one with fastavro, which also gives the precise error for a
-malformed value: named-type references, fixed, decimal, uuid, unions other than null and one
-type, varints over eight bytes, an array count larger than the bytes left, a value not read
-exactly to its end, text that is not UTF-8. Every read checks it stays inside its own value.
+malformed value; :func:`decode_avro_parts` declines part by part instead, so that only the
+values near one it cannot read go one by one. It declines on named-type references, fixed,
+decimal, uuid and unions other than null and one type (the schema, whatever the values), and
+on varints over ten bytes or 64 bits, an array count larger than the bytes left, a
+timestamp-millis whose microseconds are past an int64, a value not read exactly to its end,
+text that is not UTF-8. Every read checks it stays inside its own value. Longs are read to
+their full 64 bits (Snowflake ids, hashes, nanosecond times).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pulsar_spark.protocol.messages import ranges
+from pulsar_spark.arrow.decode import binary_array
+from pulsar_spark.protocol.messages import INT64_MAX, Spans
 from pulsar_spark.protocol.varints import decode_words
 
 _I64 = npt.NDArray[np.int64]
+_U64 = npt.NDArray[np.uint64]
 _Bool = npt.NDArray[np.bool_]
 _PAD = 16  # zero bytes after the values: a varint or a double read at a value's end stays inside
+_ZERO, _ONE, _56, _63 = np.uint64(0), np.uint64(1), np.uint64(56), np.uint64(63)
 
 # Logical types read as their underlying number, times a factor, into their own Arrow type.
 _SCALED = {
@@ -53,18 +61,70 @@ class _DeclinedError(Exception):
     """These values need the one-by-one decoder."""
 
 
+class _UnsupportedError(_DeclinedError):
+    """The schema has a type this decoder does not read: so does every part of the values."""
+
+
+SPLIT_MIN = 64
+""":func:`decode_avro_parts` halves what the columnar decoder declines down to parts of this
+many values, which the one-by-one decoder then reads."""
+
+
 def decode_avro(values: pa.Array, schema: Any, arrow_type: pa.DataType) -> pa.Array | None:
     """``values`` (binary, null where the payload is null) decoded with the Avro ``schema`` (its
     JSON form) into ``arrow_type``; None when they need the one-by-one decoder."""
     try:
-        buffer, start, end, present = _layout(values)
-        reader = _Reader(buffer)
-        column, stop = reader.read(schema, arrow_type, start, end)
-        if not np.array_equal(stop, end):
-            raise _DeclinedError
-        return _with_nulls(column, present) if present is not None else column
+        column, misread = _decoded(values, schema, arrow_type)
     except _DeclinedError:
         return None
+    return None if misread.any() else column
+
+
+def decode_avro_parts(
+    values: pa.Array,
+    schema: Any,
+    arrow_type: pa.DataType,
+    one_by_one: Callable[[pa.Array], pa.Array],
+) -> pa.Array:
+    """``values`` decoded as :func:`decode_avro` decodes them, declining value by value where
+    that is cheap: values not read exactly to their end (the others are right, every read
+    stays inside its own value) are taken from ``one_by_one``. A part that declines otherwise
+    is halved and each half tried again, down to :data:`SPLIT_MIN` values, which
+    ``one_by_one`` decodes: a value it cannot read costs a few more columnar reads, not the
+    whole column at the one-by-one decoder's pace. A schema it does not cover goes to
+    ``one_by_one`` whole."""
+    try:
+        column, misread = _decoded(values, schema, arrow_type)
+    except _UnsupportedError:
+        return one_by_one(values)
+    except _DeclinedError:
+        if len(values) <= SPLIT_MIN:
+            return one_by_one(values)
+        half = len(values) // 2
+        parts = (values.slice(0, half), values.slice(half))
+        return pa.concat_arrays(
+            [decode_avro_parts(p, schema, arrow_type, one_by_one) for p in parts]
+        )
+    if not misread.any():
+        return column
+    rows = np.flatnonzero(misread)
+    index = np.arange(len(column))
+    index[rows] = len(column) + np.arange(len(rows))
+    again = one_by_one(values.take(pa.array(rows)))
+    return pa.concat_arrays([column, again]).take(pa.array(index))
+
+
+def _decoded(values: pa.Array, schema: Any, arrow_type: pa.DataType) -> tuple[pa.Array, _Bool]:
+    """The column, and which values were not read exactly to their end (wrong in it)."""
+    buffer, start, end, present = _layout(values)
+    reader = _Reader(buffer)
+    column, stop = reader.read(schema, arrow_type, start, end)
+    misread = stop != end
+    if present is None:
+        return column, misread
+    every = np.zeros(len(present), dtype=np.bool_)
+    every[present] = misread
+    return _with_nulls(column, present), every
 
 
 def _layout(values: pa.Array) -> tuple[bytes, _I64, _I64, _Bool | None]:
@@ -109,9 +169,9 @@ class _Reader:
         logical = schema.get("logicalType")
         if logical in _SCALED and schema.get("type") in ("int", "long"):
             number, after = self._long(at, end)
-            return _numbers(number * _SCALED[logical], kind), after
+            return _numbers(_scaled(number, _SCALED[logical]), kind), after
         if logical in ("decimal", "uuid"):
-            raise _DeclinedError
+            raise _UnsupportedError
         kind_name = schema.get("type")
         if kind_name == "record":
             return self._record(schema, kind, at, end)
@@ -126,7 +186,7 @@ class _Reader:
                 raise _DeclinedError
             return pa.array(symbols, pa.string()).take(pa.array(index)), after
         if kind_name == "fixed" or not isinstance(kind_name, (str, list, dict)):
-            raise _DeclinedError
+            raise _UnsupportedError
         return self.read(kind_name, kind, at, end)
 
     def _primitive(
@@ -146,7 +206,7 @@ class _Reader:
             if (flag > 1).any():
                 raise _DeclinedError
             return pa.array(flag.astype(np.bool_), type=kind), self._advance(at, 1, end)
-        raise _DeclinedError  # null outside a union, or a named type's reference
+        raise _UnsupportedError  # null outside a union, or a named type's reference
 
     def _advance(self, at: _I64, size: int, end: _I64) -> _I64:
         after = at + size
@@ -155,29 +215,40 @@ class _Reader:
         return after
 
     def _long(self, at: _I64, end: _I64) -> tuple[_I64, _I64]:
-        """Zigzag varints (Avro int and long)."""
+        """Zigzag varints (Avro int and long), up to the ten bytes of a 64-bit one."""
         first = self.u8[at]
         if (first < 0x80).all():
-            raw, after = first.astype(np.int64), self._advance(at, 1, end)
+            raw, after = first.astype(np.uint64), self._advance(at, 1, end)
         else:
-            words, lengths = decode_words(self.u64[at])
+            raw, lengths = decode_words(self.u64[at])
             if not lengths.all():
-                raise _DeclinedError
-            raw, after = words.view(np.int64), at + lengths
+                self._wide(at, raw, lengths)
+            after = at + lengths
             if (after > end).any():
                 raise _DeclinedError
-        return (raw >> 1) ^ -(raw & 1), after
+        decoded: _I64 = ((raw >> _ONE) ^ (_ZERO - (raw & _ONE))).view(np.int64)
+        return decoded, after
+
+    def _wide(self, at: _I64, raw: _U64, lengths: _I64) -> None:
+        """Complete, in place, the varints longer than the eight bytes ``decode_words`` reads
+        (its length 0): their ninth byte, and a tenth that holds the 64th bit only (Java's
+        encoder writes no more; a longer one declines)."""
+        wide = np.flatnonzero(lengths == 0)
+        ninth = self.u8[at[wide] + 8]
+        tenth = self.u8[at[wide] + 9]
+        nine = ninth < 0x80
+        if not (nine | (tenth <= 1)).all():
+            raise _DeclinedError
+        high = (ninth & 0x7F).astype(np.uint64) << _56
+        raw[wide] |= high | (tenth.astype(np.uint64) << _63) * ~nine
+        lengths[wide] = np.where(nine, 9, 10)
 
     def _bytes(self, kind: pa.DataType, at: _I64, end: _I64) -> tuple[pa.Array, _I64]:
         length, begin = self._long(at, end)
-        after = begin + length
-        if (length < 0).any() or (after > end).any():
+        if (length < 0).any() or (length > end - begin).any():
             raise _DeclinedError
-        indices, offsets = ranges(begin, after)
-        data = self.u8[indices]
-        array = pa.Array.from_buffers(
-            pa.binary(), len(at), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
-        )
+        after = begin + length
+        array = binary_array(Spans(self.buffer, begin, length))
         if kind == pa.binary():
             return array, after
         text = array.view(pa.string())
@@ -191,7 +262,7 @@ class _Reader:
         self, branches: list[Any], kind: pa.DataType, at: _I64, end: _I64
     ) -> tuple[pa.Array, _I64]:
         if len(branches) != 2 or "null" not in branches:
-            raise _DeclinedError
+            raise _UnsupportedError
         typed = 1 - branches.index("null")
         branch, after = self._long(at, end)
         if ((branch != 0) & (branch != 1)).any():
@@ -233,8 +304,8 @@ class _Reader:
                 sized = np.flatnonzero(count < 0)
                 if len(sized):
                     _, at[heads[sized]] = self._long(at[heads[sized]], end[heads[sized]])
-                    count = np.abs(count)
-                if (count > end[heads] - at[heads]).any():
+                    count = np.abs(count)  # -2**63 stays negative, and declines
+                if (count < 0).any() or (count > end[heads] - at[heads]).any():
                     raise _DeclinedError
                 left[heads] = count
                 open_[heads[count == 0]] = False
@@ -266,6 +337,16 @@ def _numbers(number: _I64, kind: pa.DataType) -> pa.Array:
             raise _DeclinedError
         return pa.array(number.astype(np.int32)).view(kind)
     return pa.array(number).view(kind)
+
+
+def _scaled(number: _I64, factor: int) -> _I64:
+    """``number`` times ``factor``; declines where that is past an int64."""
+    if factor != 1 and len(number):
+        limit = INT64_MAX // factor
+        if number.max() > limit or number.min() < -limit:
+            raise _DeclinedError
+    scaled: _I64 = number * factor
+    return scaled
 
 
 def _joined(parts: list[pa.Array], kind: pa.DataType) -> pa.Array:

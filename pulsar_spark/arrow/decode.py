@@ -15,7 +15,7 @@ string column is laid out in one of three ways (:class:`_StringColumns`):
   one copy per entry, or per run of neighbouring entries decoded together into one buffer, of
   the bytes as they lie, strided where the strings are at one distance from each other, else a
   gather of fixed-size items (:func:`_copies`, :func:`_merged`);
-- any other column is taken by Arrow (:func:`_binary`): where entries read together share a
+- any other column is taken by Arrow (:func:`binary_array`): where entries read together share a
   buffer, in runs of at least :data:`COPY_MIN_ROWS` strings, one call per run from that buffer
   as it lies, the runs' arrays then concatenated (:func:`_shared_runs`); else in one call from
   the buffers the column points into joined end to end (:class:`_Payloads`). Only the buffers
@@ -177,7 +177,7 @@ class _Column:
             rows = slice(int(firsts[first]), int(firsts[stop]))
             valid = None if self.valid is None else self.valid[rows]
             buffer = self.spans[first].buffer
-            arrays.append(_binary(Spans(buffer, self.starts[rows], self.lengths[rows], valid)))
+            arrays.append(binary_array(Spans(buffer, self.starts[rows], self.lengths[rows], valid)))
         return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
     def copied(self) -> pa.Array:
@@ -384,7 +384,7 @@ class _Payloads:
         spans = column.spans
         base = np.fromiter((self._base[id(s.buffer)] for s in spans), np.int64, len(spans))
         starts = column.starts + np.repeat(base, column.counts)
-        return _binary(Spans(self._buffer, starts, column.lengths, column.valid))
+        return binary_array(Spans(self._buffer, starts, column.lengths, column.valid))
 
 
 def _absent(part: MessageColumns) -> Spans:
@@ -404,7 +404,7 @@ def _bitmap(valid: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
     return None if valid is None else pa.array(valid).buffers()[1]
 
 
-def _binary(spans: Spans) -> pa.Array:
+def binary_array(spans: Spans) -> pa.Array:
     """The strings of ``spans`` as a binary array (null where not valid).
 
     Spans in order through their buffer (values, keys and properties as decoded) become a

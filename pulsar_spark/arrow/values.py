@@ -49,7 +49,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
-from pulsar_spark.arrow.avro_decode import decode_avro
+from pulsar_spark.arrow.avro_decode import decode_avro_parts
 from pulsar_spark.arrow.primitives import PRIMITIVES
 from pulsar_spark.arrow.protobuf import protobuf_schema
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
@@ -183,15 +183,20 @@ class ValueDecoder:
             return protobuf_schema(self.schema.data, self.schema.topic).decode(values)
         if kind == _JSON:
             decoded = [None if v is None else self._json(v) for v in values.to_pylist()]
-        else:
-            if all(self._writer(version) is None for version in dict.fromkeys(versions)):
-                columns = decode_avro(values, self.schema.avro, self._arrow_type)
-                if columns is not None:
-                    return columns
-            decoded = [
-                None if v is None else self._avro(v, version)
-                for v, version in zip(values.to_pylist(), versions, strict=True)
-            ]
+            return pa.array(decoded, type=self._arrow_type)
+        if all(self._writer(version) is None for version in dict.fromkeys(versions)):
+            return decode_avro_parts(values, self.schema.avro, self._arrow_type, self._one_by_one)
+        return self._one_by_one(values, versions)
+
+    def _one_by_one(
+        self, values: pa.Array, versions: Sequence[bytes | None] | None = None
+    ) -> pa.Array:
+        """Avro ``values`` decoded with fastavro, each with its version (None: the reader's)."""
+        each = versions if versions is not None else [None] * len(values)
+        decoded = [
+            None if v is None else self._avro(v, version)
+            for v, version in zip(values.to_pylist(), each, strict=True)
+        ]
         return pa.array(decoded, type=self._arrow_type)
 
     def _json(self, value: bytes) -> Any:

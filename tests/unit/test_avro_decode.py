@@ -13,7 +13,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from pulsar_spark.arrow.avro_decode import decode_avro
+from pulsar_spark.arrow.avro_decode import decode_avro, decode_avro_parts
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
@@ -80,7 +80,7 @@ def record(rng: random.Random) -> dict[str, Any]:
         "s": text(),
         "b": rng.randbytes(rng.randint(0, 20)),
         "i": rng.randint(-(2**31), 2**31 - 1),
-        "l": rng.randint(-(2**55), 2**55 - 1),
+        "l": rng.choice([rng.randint(-(2**55), 2**55 - 1), rng.randint(-(2**63), 2**63 - 1)]),
         "f": rng.choice([0.0, -1.5, 3.25, 1e30]),
         "d": rng.uniform(-1e9, 1e9),
         "ok": rng.random() < 0.5,
@@ -173,6 +173,30 @@ def test_blocks_with_byte_sizes_and_several_blocks_per_array() -> None:
     assert column.to_pylist() == one_by_one(schema, payloads).to_pylist()
 
 
+FULL_RANGE = [
+    -(2**63),
+    2**63 - 1,
+    -(2**55),
+    2**55,
+    2**56,
+    -(2**62),
+    (1_764_000_000_000 << 22) | 4095,  # a Snowflake id
+    1_764_000_000_123_456_789,  # a time in nanoseconds
+    -1,
+    0,
+]
+
+
+def test_longs_of_nine_and_ten_bytes_are_read_to_their_full_64_bits() -> None:
+    values = [{"n": n} for n in FULL_RANGE]
+    payloads: list[bytes | None] = [avro(v, LONG) for v in values]
+    assert [len(p or b"") for p in payloads] == [10, 10, 8, 9, 9, 9, 10, 9, 1, 1]
+    column = decode_avro(pa.array(payloads, pa.binary()), LONG, arrow_type(LONG))
+    assert column is not None
+    assert column.to_pylist() == values
+    assert column.to_pylist() == one_by_one(LONG, payloads).to_pylist()
+
+
 def test_multi_byte_varints_and_strings_longer_than_a_word() -> None:
     schema = {
         "type": "record",
@@ -196,14 +220,25 @@ def _declined(schema: Any, payloads: list[bytes | None]) -> bool:
 
 
 LONG = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
+MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
 TEXT = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
 
 
 @pytest.mark.parametrize(
     ("schema", "payloads"),
     [
+        pytest.param(LONG, [bytes([0x80] * 10 + [0x00])], id="varint-over-10-bytes"),
+        pytest.param(LONG, [bytes([0xFE] * 9 + [0x03])], id="varint-over-64-bits"),
         pytest.param(
-            LONG, [avro({"n": 1}, LONG), avro({"n": 2**62}, LONG)], id="varint-over-8-bytes"
+            {"type": "record", "name": "T", "fields": [{"name": "t", "type": MILLIS}]},
+            [avro({"n": 2**63 // 1000 + 1}, LONG)],
+            id="millis-past-int64-micros",
+        ),
+        pytest.param(TEXT, [avro({"n": 2**62}, LONG) + b"abc"], id="length-past-int64"),
+        pytest.param(
+            {"type": "array", "items": "long"},
+            [avro({"n": -(2**63)}, LONG) + avro({"n": 2}, LONG) + b"\x02\x00"],
+            id="block-count-min-long",
         ),
         pytest.param(LONG, [avro({"n": 300}, LONG)[:-1]], id="truncated-varint"),
         pytest.param(LONG, [avro({"n": 3}, LONG) + b"\x00"], id="trailing-byte"),
@@ -252,3 +287,69 @@ def test_all_null_and_empty_columns() -> None:
     assert nulls is not None and nulls.to_pylist() == [None, None] and nulls.type == kind
     empty = decode_avro(pa.array([], pa.binary()), RICH, kind)
     assert empty is not None and len(empty) == 0 and empty.type == kind
+
+
+class Counted:
+    """The one-by-one decoder of a schema, counting the values it is given."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.calls: list[int] = []
+
+    def __call__(self, values: pa.Array) -> pa.Array:
+        self.calls.append(len(values))
+        return one_by_one(self.schema, values.to_pylist())
+
+
+def test_a_value_not_read_to_its_end_alone_goes_one_by_one() -> None:
+    rng = random.Random(11)
+    payloads: list[bytes | None] = [
+        None if n % 13 == 4 else avro(record(rng), RICH) for n in range(1000)
+    ]
+    payloads[700] = avro(record(rng), RICH) + b"\x00"  # a byte past its end: fastavro ignores it
+    slow = Counted(RICH)
+    column = decode_avro_parts(pa.array(payloads, pa.binary()), RICH, arrow_type(RICH), slow)
+    assert column.to_pylist() == one_by_one(RICH, payloads).to_pylist()
+    assert column.type == arrow_type(RICH)
+    assert slow.calls == [1]
+
+
+FLAG = {
+    "type": "record",
+    "name": "B",
+    "fields": [{"name": "ok", "type": "boolean"}, {"name": "s", "type": "string"}],
+}
+
+
+def test_a_value_the_columns_decline_goes_one_by_one_with_its_neighbours_only() -> None:
+    payloads: list[bytes | None] = [
+        None if n % 9 == 2 else avro({"ok": n % 2 == 0, "s": "x" * (n % 5)}, FLAG)
+        for n in range(1000)
+    ]
+    payloads[700] = b"\x02\x02y"  # a boolean byte of 2: fastavro reads it as true
+    slow = Counted(FLAG)
+    column = decode_avro_parts(pa.array(payloads, pa.binary()), FLAG, arrow_type(FLAG), slow)
+    assert column.to_pylist() == one_by_one(FLAG, payloads).to_pylist()
+    assert column.to_pylist()[700] == {"ok": True, "s": "y"}
+    assert slow.calls == [63]  # halved four times: values 687 to 749 go one by one
+
+
+def test_a_schema_the_columns_do_not_cover_goes_one_by_one_at_once() -> None:
+    schema = {
+        "type": "record",
+        "name": "F",
+        "fields": [{"name": "f", "type": {"type": "fixed", "name": "Four", "size": 4}}],
+    }
+    payloads: list[bytes | None] = [avro({"f": b"%04d" % n}, schema) for n in range(200)]
+    slow = Counted(schema)
+    column = decode_avro_parts(pa.array(payloads, pa.binary()), schema, arrow_type(schema), slow)
+    assert slow.calls == [200]
+    assert column.to_pylist() == [{"f": b"%04d" % n} for n in range(200)]
+
+
+def test_values_the_columns_read_whole_never_go_one_by_one() -> None:
+    payloads: list[bytes | None] = [avro({"n": n}, LONG) for n in FULL_RANGE * 10]
+    slow = Counted(LONG)
+    column = decode_avro_parts(pa.array(payloads, pa.binary()), LONG, arrow_type(LONG), slow)
+    assert slow.calls == []
+    assert column.to_pylist() == [{"n": n} for n in FULL_RANGE * 10]
