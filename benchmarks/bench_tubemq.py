@@ -1,7 +1,7 @@
 """TubeMQ batch read and write: the ``tubemq`` format against the official Java client's loops.
 
-One TubeMQ 2.4.0 cluster (ZooKeeper, master, one broker; the build in ``$TUBEMQ_HOME``, see
-``tests/support/tubemq_cluster.py``) on loopback, two topics of 3 partitions created in one
+One TubeMQ 2.4.0 cluster (ZooKeeper, master, one broker; the official jars from Maven Central,
+see ``tests/support/tubemq_cluster.py``) on loopback, two topics of 3 partitions created in one
 go (the broker loads new topics 70-110 s later), all measured in the same run:
 
 Write, N messages of 100 bytes:

@@ -1,6 +1,6 @@
 """Record the TubeMQ frames that tests/support/tubemq_golden.py holds, from a real cluster.
 
-Run from the repository root (needs the TubeMQ build in ``$TUBEMQ_HOME`` and a JDK)::
+Run from the repository root (needs Maven and a JDK, which ``make tubemq`` installs)::
 
     python tests/tools/capture_tubemq_frames.py > /tmp/frames.txt
 
