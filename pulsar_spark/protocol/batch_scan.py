@@ -14,10 +14,11 @@ plain decoder loops over the messages in Python (:mod:`batch_walk`). This one do
 2. *Lockstep.* All candidates are read at once, one field per round: the tag, then a varint
    (a number, or a string's length). A candidate drops out when its bytes are not an SMM whose
    fields come in increasing number order (field 1, the properties, may repeat) and end
-   exactly at its size; a false candidate drops out within a round or two. When every SMM
-   read the same field in every round (one producer writes its records alike), each round's
-   numbers and string starts are that field's column as they are; otherwise every field read
-   goes to its cell of a per-candidate table.
+   exactly at its size (nor does one holding a SingleMessageMetadata field sent with another
+   wire type, which protobuf and the walk skip); a false candidate drops out within a round or
+   two. When every SMM read the same field in every round (one producer writes its records
+   alike), each round's numbers and string starts are that field's column as they are;
+   otherwise every field read goes to its cell of a per-candidate table.
 3. *The chain.* Each remaining candidate names the next record: its start + 4 + SMM size +
    payload_size. If exactly ``count`` remain, the first at 0, each naming the next and the last
    the end of the batch, they are the batch. Otherwise the scan declines (returns None) and the
@@ -52,20 +53,26 @@ _KEY, _PAYLOAD_SIZE, _COMPACTED_OUT, _EVENT_TIME = 2, 3, 4, 5  # field numbers f
 _KEY_B64, _SEQUENCE_ID, _NULL_VALUE, _NULL_KEY = 6, 8, 9, 10
 _PAIR_NAME, _PAIR_VALUE = 0x0A, 0x12  # the tags of KeyValue.key and KeyValue.value
 _FIELDS = 16  # one-byte tags hold fields 1 to 15
+# The wire type of each SingleMessageMetadata field (-1: not one of its fields): 2 for the
+# properties, key and ordering key, 0 for the numbers and flags.
+_WIRE_TYPES = np.array([-1, 2, 2, 0, 0, 0, 0, 2, 0, 0, 0, -1, -1, -1, -1, -1])
 
 
 def _tag_tables() -> tuple[npt.NDArray[np.bool_], _I64, _I64, npt.NDArray[np.bool_]]:
     """Lookup tables indexed by tag byte (``state * 256 + tag`` for the first).
 
-    - may the tag come next: a one-byte tag, varint or length-delimited, whose field number
-      exceeds the state (the last field number read; properties may repeat);
+    - may the tag come next: a one-byte tag, varint or length-delimited (of the wire type its
+      field has, when it is one of SingleMessageMetadata's), whose field number exceeds the
+      state (the last field number read; properties may repeat);
     - the state after it, times 256;
     - 1 for a length-delimited field, else 0;
     - may an SMM begin with it: fields 1, 2 or 3 in field order.
     """
     tags = np.arange(256)
     field, wire_type = tags >> 3, tags & 7
+    known = _WIRE_TYPES[np.minimum(field, _FIELDS - 1)]
     readable = (tags < 0x80) & (field > 0) & ((wire_type == 0) | (wire_type == 2))
+    readable &= (known < 0) | (known == wire_type)  # protobuf skips a known one sent otherwise
     state = np.arange(_FIELDS)[:, None]
     may_follow = (readable & (field > state)).ravel()
     after = np.where(readable, field - (field == 1), 0) * 256

@@ -23,6 +23,7 @@ from support.decoding import (
     record,
     rows,
     smm,
+    strings,
     wire_field,
     wire_varint,
 )
@@ -173,6 +174,8 @@ def unknown_field_record(number: int, wire_type: int, body: bytes) -> bytes:
         pytest.param(record(smm(payload_size=1, sequence_id=1 << 57), b"v"), id="9-byte-varint"),
         pytest.param(unknown_field_record(20, 0, b"\x01"), id="two-byte-tag"),
         pytest.param(unknown_field_record(12, 1, bytes(8)), id="fixed64-field"),
+        pytest.param(unknown_field_record(9, 2, b"\x05Y\xf2+\x8b\xd3"), id="flag-sent-as-bytes"),
+        pytest.param(unknown_field_record(10, 2, b"\x01\x01"), id="null-key-sent-as-bytes"),
         pytest.param(
             record(smm(payload_size=1, properties={"big": "x" * 70_000}), b"v"), id="smm-over-64k"
         ),
@@ -183,6 +186,16 @@ def test_scan_declines_what_it_does_not_read_and_the_walk_reads_it(odd: bytes) -
     assert scan_batch(data, 21, 0) is None
     fields = walk_batch(data, 21, 0)
     assert fields.value_length.tolist() == [1] * 21
+
+
+def test_a_field_sent_with_another_wire_type_is_skipped_as_protobuf_skips_it() -> None:
+    """null_value (field 9, a varint) sent length-delimited: protobuf and the walk skip it;
+    the scan once read its length as the flag, and the value as null."""
+    data = batch(*((smm(payload_size=1, sequence_id=i), b"a") for i in range(SCAN_MIN_MESSAGES)))
+    data += unknown_field_record(9, 2, b"\x05Y\xf2+\x8b\xd3")
+    columns = decode_entry(INFO, outer(num_messages_in_batch=SCAN_MIN_MESSAGES + 1), data)
+    assert columns.values.valid is None
+    assert strings(columns.values) == [b"a"] * SCAN_MIN_MESSAGES + [b"u"]
 
 
 def test_unknown_fields_in_order_are_skipped_like_the_walk() -> None:
