@@ -20,10 +20,10 @@ caller decodes the values one by one with fastavro, which also gives the precise
 malformed value; :func:`decode_avro_parts` declines part by part instead, so that only the
 values near one it cannot read go one by one. It declines on named-type references, fixed,
 decimal, uuid and unions other than null and one type (the schema, whatever the values), and
-on varints over ten bytes or 64 bits, an array count larger than the bytes left, a
-timestamp-millis whose microseconds are past an int64, a value not read exactly to its end,
-text that is not UTF-8. Every read checks it stays inside its own value. Longs are read to
-their full 64 bits (Snowflake ids, hashes, nanosecond times).
+on varints over ten bytes or 64 bits, an array count larger than the bytes left, a date or
+time outside Python's (years 1 to 9999, a time of day: fastavro refuses or wraps those), a
+value not read exactly to its end, text that is not UTF-8. Every read checks it stays inside
+its own value. Longs are read to their full 64 bits (Snowflake ids, hashes, nanosecond times).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import binary_array
-from pulsar_spark.protocol.messages import INT64_MAX, Spans
+from pulsar_spark.protocol.messages import Spans
 from pulsar_spark.protocol.varints import decode_words
 
 _I64 = npt.NDArray[np.int64]
@@ -45,15 +45,19 @@ _Bool = npt.NDArray[np.bool_]
 _PAD = 16  # zero bytes after the values: a varint or a double read at a value's end stays inside
 _ZERO, _ONE, _56, _63 = np.uint64(0), np.uint64(1), np.uint64(56), np.uint64(63)
 
-# Logical types read as their underlying number, times a factor, into their own Arrow type.
-_SCALED = {
-    "timestamp-millis": 1000,
-    "timestamp-micros": 1,
-    "local-timestamp-millis": 1000,
-    "local-timestamp-micros": 1,
-    "date": 1,
-    "time-millis": 1,
-    "time-micros": 1,
+# Logical types read as their underlying number, times a factor, into their own Arrow type;
+# with the range of each (in its own unit) that fastavro, the one-by-one decoder, reads into a
+# Python date or time (years 1 to 9999, a time of day): outside it, this decoder declines.
+_MILLIS = (-62_135_596_800_000, 253_402_300_799_999)
+_MICROS = (_MILLIS[0] * 1000, _MILLIS[1] * 1000 + 999)
+_LOGICAL = {
+    "timestamp-millis": (1000, *_MILLIS),
+    "timestamp-micros": (1, *_MICROS),
+    "local-timestamp-millis": (1000, *_MILLIS),
+    "local-timestamp-micros": (1, *_MICROS),
+    "date": (1, -719_162, 2_932_896),
+    "time-millis": (1, 0, 86_399_999),
+    "time-micros": (1, 0, 86_399_999_999),
 }
 
 
@@ -167,9 +171,9 @@ class _Reader:
         if isinstance(schema, str):
             return self._primitive(schema, kind, at, end)
         logical = schema.get("logicalType")
-        if logical in _SCALED and schema.get("type") in ("int", "long"):
+        if logical in _LOGICAL and schema.get("type") in ("int", "long"):
             number, after = self._long(at, end)
-            return _numbers(_scaled(number, _SCALED[logical]), kind), after
+            return _numbers(_logical(number, logical), kind), after
         if logical in ("decimal", "uuid"):
             raise _UnsupportedError
         kind_name = schema.get("type")
@@ -339,12 +343,11 @@ def _numbers(number: _I64, kind: pa.DataType) -> pa.Array:
     return pa.array(number).view(kind)
 
 
-def _scaled(number: _I64, factor: int) -> _I64:
-    """``number`` times ``factor``; declines where that is past an int64."""
-    if factor != 1 and len(number):
-        limit = INT64_MAX // factor
-        if number.max() > limit or number.min() < -limit:
-            raise _DeclinedError
+def _logical(number: _I64, logical: str) -> _I64:
+    """``number`` of a logical type in its Arrow unit; declines outside the type's range."""
+    factor, low, high = _LOGICAL[logical]
+    if len(number) and (number.min() < low or number.max() > high):
+        raise _DeclinedError
     scaled: _I64 = number * factor
     return scaled
 

@@ -352,15 +352,7 @@ class _StringColumns:
 
     def text(self, column: _Column) -> pa.Array:
         """The column as a string array; bytes that are not UTF-8 read as Java reads them."""
-        array = self.binary(column)
-        text = array.view(pa.string())
-        if _ascii(array):
-            return text
-        try:
-            text.validate(full=True)
-        except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
-            return pa.array([_text(raw) for raw in array.to_pylist()], pa.string())
-        return text
+        return java_text(self.binary(column))
 
 
 class _Payloads:
@@ -429,6 +421,19 @@ def binary_array(spans: Spans) -> pa.Array:
     return pa.Array.from_buffers(
         pa.binary(), count, [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
     )
+
+
+def java_text(array: pa.Array) -> pa.Array:
+    """A binary array as a string array; bytes that are not UTF-8 read as Java reads them
+    (undecodable bytes become U+FFFD)."""
+    text = array.view(pa.string())
+    if array.offset == 0 and _ascii(array):
+        return text
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:  # not UTF-8: read as Java reads it
+        return pa.array([_text(raw) for raw in array.to_pylist()], pa.string())
+    return text
 
 
 def _ascii(array: pa.Array) -> bool:

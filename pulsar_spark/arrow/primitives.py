@@ -5,7 +5,8 @@ Each primitive is encoded as Java's ``Schema`` classes encode it, big-endian:
 =================  ===================================  ==================  =====================
 Pulsar schema      payload                              Spark type          value
 =================  ===================================  ==================  =====================
-String             UTF-8 text                           string
+String             UTF-8 text                           string              not UTF-8: as Java
+                                                                            reads it (U+FFFD)
 Bool               1 byte, 0 false                      boolean
 Int8 ... Int64     1, 2, 4, 8-byte two's complement     tinyint ... bigint
 Float / Double     4 / 8-byte IEEE 754                  float / double
@@ -35,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from pulsar_spark.arrow.decode import java_text
 from pulsar_spark.arrow.schema import TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb
@@ -64,7 +66,7 @@ class Primitive:
     def decode(self, values: pa.Array, topic: str, name: str) -> pa.Array:
         """``values`` (binary, null for null values) as an array of :attr:`arrow`."""
         if self.layout is None:
-            return values.cast(pa.string())
+            return java_text(values.cast(pa.binary()))
         valid = ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=np.bool_)
         raw = _gather(values, valid, self.width, topic, name).view(self.layout)
         try:

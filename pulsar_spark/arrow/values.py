@@ -182,8 +182,7 @@ class ValueDecoder:
         if kind == _PROTOBUF:
             return protobuf_schema(self.schema.data, self.schema.topic).decode(values)
         if kind == _JSON:
-            decoded = [None if v is None else self._json(v) for v in values.to_pylist()]
-            return pa.array(decoded, type=self._arrow_type)
+            return self._array([None if v is None else self._json(v) for v in values.to_pylist()])
         if all(self._writer(version) is None for version in dict.fromkeys(versions)):
             return decode_avro_parts(values, self.schema.avro, self._arrow_type, self._one_by_one)
         return self._one_by_one(values, versions)
@@ -197,10 +196,24 @@ class ValueDecoder:
             None if v is None else self._avro(v, version)
             for v, version in zip(values.to_pylist(), each, strict=True)
         ]
-        return pa.array(decoded, type=self._arrow_type)
+        return self._array(decoded)
+
+    def _array(self, decoded: list[Any]) -> pa.Array:
+        """Decoded values as the Arrow type; SchemaError for one that does not fit it."""
+        try:
+            return pa.array(decoded, type=self._arrow_type)
+        except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
+            raise SchemaError(
+                f"topic {self.schema.topic}: a value does not fit the value column's type: {exc}"
+            ) from exc
 
     def _json(self, value: bytes) -> Any:
-        return _conform(json.loads(value), self.schema.avro)
+        try:
+            return _conform(json.loads(value), self.schema.avro)
+        except Exception as exc:  # text of any shape: not JSON, or JSON _conform cannot walk
+            raise SchemaError(
+                f"topic {self.schema.topic}: a value is not JSON of the topic's schema: {exc}"
+            ) from exc
 
     def _avro(self, value: bytes, version: bytes | None) -> Any:
         writer = self._writer(version)
@@ -214,6 +227,11 @@ class ValueDecoder:
                 f"topic {self.schema.topic}: a message written with schema version "
                 f"{_version_text(version)} does not resolve to the latest version "
                 f"{_version_text(self.schema.version)}: {exc}"
+            ) from exc
+        except Exception as exc:  # fastavro raises what a malformed value makes its reads meet
+            raise SchemaError(
+                f"topic {self.schema.topic}: a value does not decode with schema version "
+                f"{_version_text(version)}: {exc!r}"
             ) from exc
         # fastavro already gives what pyarrow takes for most types (datetime, date, Decimal,
         # str for enums, dicts for records and maps); only times of day and UUIDs need work.

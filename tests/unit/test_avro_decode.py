@@ -221,6 +221,8 @@ def _declined(schema: Any, payloads: list[bytes | None]) -> bool:
 
 LONG = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
 MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
+DAY = {"type": "int", "logicalType": "date"}
+TIME_MILLIS = {"type": "int", "logicalType": "time-millis"}
 TEXT = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
 
 
@@ -228,6 +230,21 @@ TEXT = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"
     ("schema", "payloads"),
     [
         pytest.param(LONG, [bytes([0x80] * 10 + [0x00])], id="varint-over-10-bytes"),
+        pytest.param(
+            {"type": "record", "name": "T", "fields": [{"name": "t", "type": MILLIS}]},
+            [avro({"n": 253_402_300_800_000}, LONG)],
+            id="millis-past-year-9999",
+        ),
+        pytest.param(
+            {"type": "record", "name": "D", "fields": [{"name": "d", "type": DAY}]},
+            [avro({"n": -719_163}, LONG)],
+            id="date-before-year-1",
+        ),
+        pytest.param(
+            {"type": "record", "name": "M", "fields": [{"name": "m", "type": TIME_MILLIS}]},
+            [avro({"n": -1}, LONG)],
+            id="time-before-midnight",
+        ),
         pytest.param(LONG, [bytes([0xFE] * 9 + [0x03])], id="varint-over-64-bits"),
         pytest.param(
             {"type": "record", "name": "T", "fields": [{"name": "t", "type": MILLIS}]},

@@ -202,6 +202,64 @@ def test_strings_are_utf8() -> None:
     ]
 
 
+def test_strings_that_are_not_utf8_read_as_java_reads_them() -> None:
+    schema = ValueSchema.of(TOPIC, _info("String"))
+    assert schema is not None
+    values = pa.array([b"caf\xc3", b"\xff-x", b"ok"], pa.binary())
+    decoded = ValueDecoder(schema, lambda v: None).decode(values.slice(0, 2), [None] * 2)
+    assert decoded.to_pylist() == ["caf\ufffd", "\ufffd-x"]
+
+
+TEXT = {"type": "record", "name": "T", "fields": [{"name": "s", "type": "string"}]}
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        pytest.param(b"\x04\xff\xfe", "UnicodeDecodeError", id="not-utf8"),
+        pytest.param(b"\x7f", "EOFError", id="negative-length"),
+        pytest.param(b"\x08ab", "EOFError", id="cut-short"),
+        pytest.param(b"\xff", "IndexError", id="varint-cut-short"),
+    ],
+)
+def test_an_avro_value_fastavro_cannot_read_is_a_schema_error(payload: bytes, error: str) -> None:
+    """The columnar decoder declines these; fastavro's own exceptions once came out as they
+    were, outside the project's errors."""
+    schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(TEXT).encode(), None))
+    assert schema is not None
+    values = pa.array([avro_bytes({"s": "fine"}, TEXT), payload], pa.binary())
+    message = rf"^topic {TOPIC}: a value does not decode with schema version \(none\): {error}\("
+    with pytest.raises(SchemaError, match=message):
+        ValueDecoder(schema, lambda v: None).decode(values, [None, None])
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        pytest.param(b"{not json", "Expecting property name", id="not-json"),
+        pytest.param(b"\xff{}", "invalid start byte", id="not-utf8"),
+        pytest.param(b"[1, 2]", "'list' object has no attribute 'get'", id="not-an-object"),
+    ],
+)
+def test_a_json_value_that_is_not_the_schema_s_is_a_schema_error(
+    payload: bytes, error: str
+) -> None:
+    schema = ValueSchema.of(TOPIC, _info("Json", json.dumps(TEXT).encode(), None))
+    assert schema is not None
+    message = rf"^topic {TOPIC}: a value is not JSON of the topic's schema: .*{error}"
+    with pytest.raises(SchemaError, match=message):
+        ValueDecoder(schema, lambda v: None).decode(pa.array([payload], pa.binary()), [None])
+
+
+def test_a_json_value_of_the_wrong_type_is_a_schema_error() -> None:
+    schema = ValueSchema.of(TOPIC, _info("Json", json.dumps(READING).encode(), None))
+    assert schema is not None
+    payload = json.dumps({"name": "n", "count": "many"}).encode()
+    message = rf"^topic {TOPIC}: a value does not fit the value column's type: "
+    with pytest.raises(SchemaError, match=message):
+        ValueDecoder(schema, lambda v: None).decode(pa.array([payload], pa.binary()), [None])
+
+
 def test_types_without_a_mapping() -> None:
     assert ValueSchema.of(TOPIC, _info("Protobuf", b"{}")) is None
     union = {"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}
