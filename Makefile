@@ -58,3 +58,10 @@ bench: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# The long fuzz run (tests/fuzz/run_fuzz.py): mutated frames through the read path and
+# generated batches through every decoding path; FUZZ_ARGS narrows it (--seconds, --inputs,
+# --batches, --parts). Inputs that fail outside the error tree go to build/fuzz-findings.
+.PHONY: fuzz
+fuzz: install
+	$(PY) tests/fuzz/run_fuzz.py --findings build/fuzz-findings $(FUZZ_ARGS)
