@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import fastavro
 import pyarrow as pa
+from fuzz_inputs import mutate_bytes
 from support import protobuf_messages
-from support.schemas import READING, Half, key_value_schema
+from support.schemas import READING, Half, avro_bytes, key_value_schema
 
 from pulsar_spark.arrow.avro_decode import decode_avro
 from pulsar_spark.arrow.decode import to_record_batch
@@ -239,6 +241,37 @@ def _plain(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_date32(kind) or pa.types.is_time32(kind):
         return pa.int32()
     return kind
+
+
+def check_avro(seed: bytes) -> int:
+    """Thirty records of READING generated from ``seed`` (longs of any size, times past
+    Python's dates, one in five mutated) through :func:`avro_agrees`; the records."""
+    rng = random.Random(seed)
+    payloads = [avro_bytes(_reading(rng), READING) for _ in range(30)]
+    for index in range(len(payloads)):
+        if rng.random() < 0.2:
+            payloads[index] = mutate_bytes(rng, payloads[index], payloads)
+    avro_agrees(pa.array(payloads, pa.binary()))
+    return len(payloads)
+
+
+def _reading(rng: random.Random) -> dict[str, object]:
+    def long() -> int:
+        return rng.choice((rng.randint(-(2**63), 2**63 - 1), rng.randint(-300, 300)))
+
+    def text() -> str:
+        return "".join(rng.choice("ab é€😀") for _ in range(rng.randint(0, 8)))
+
+    return {
+        "name": text(),
+        "count": long(),
+        "ratio": rng.choice((0.0, -0.0, float("inf"), rng.uniform(-1e300, 1e300))),
+        "ok": rng.random() < 0.5,
+        "note": None if rng.random() < 0.5 else text(),
+        "at": rng.choice((rng.randint(-(2**62), 2**62), rng.randint(0, 2 * 10**12))),
+        "tags": [text() for _ in range(rng.randint(0, 3))],
+        "place": {"city": text(), "zip": long()},
+    }
 
 
 def read_tubemq(data: bytes) -> int:

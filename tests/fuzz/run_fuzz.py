@@ -1,5 +1,6 @@
-"""The long fuzz run (``make fuzz``): mutated inputs through the read path, and generated batches
-through every decoding path, for as many inputs or seconds as asked.
+"""The long fuzz run (``make fuzz``): mutated inputs through the read path, generated batches
+through every decoding path and generated Avro records through both Avro decoders, for as many
+inputs or seconds as asked.
 
     python tests/fuzz/run_fuzz.py --inputs 10000000 --batches 1000000 [--seconds 3600]
 
@@ -26,7 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from fuzz_batches import check_batches  # noqa: E402
 from fuzz_inputs import mutate_bytes, mutate_pulsar, pulsar_seeds, tubemq_seeds  # noqa: E402
-from fuzz_targets import read_pulsar, read_tubemq  # noqa: E402
+from fuzz_targets import check_avro, read_pulsar, read_tubemq  # noqa: E402
 
 
 @dataclass
@@ -87,7 +88,7 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=2.0, help="seconds an input may take")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--findings", type=Path, default=Path("fuzz-findings"))
-    parser.add_argument("--parts", default="pulsar,tubemq,batches")
+    parser.add_argument("--parts", default="pulsar,tubemq,batches,avro")
     args = parser.parse_args()
     pulsar, tubemq = pulsar_seeds(), tubemq_seeds()
     parts: dict[str, tuple[Callable[[bytes], int], Callable[[random.Random], bytes], int]] = {
@@ -98,6 +99,7 @@ def main() -> int:
             args.inputs // 10,
         ),
         "batches": (check_batches, lambda r: r.randbytes(8), args.batches),
+        "avro": (check_avro, lambda r: r.randbytes(8), args.batches),
     }
     report = {}
     for name in args.parts.split(","):
