@@ -188,7 +188,8 @@ def _group(batches: list[Entry]) -> MessageColumns | None:
 def _rows(columns: MessageColumns) -> list[tuple[object, ...]]:
     """Every row of ``columns`` as plain values, to compare two decodings."""
     batch = to_record_batch([columns], TOPIC, 0)
-    return list(zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True))
+    plain = (column.view(_plain(column.type)).to_pylist() for column in batch.columns)
+    return list(zip(*plain, strict=True))
 
 
 def _to_arrow(columns: MessageColumns) -> None:
