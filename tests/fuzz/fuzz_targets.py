@@ -47,7 +47,6 @@ from pulsar_spark.protocol.tubemq.framing import FrameDecoder as TubeFrameDecode
 
 TOPIC = "persistent://public/default/fuzz"
 MAX_FRAME = 1024 * 1024  # small: no input makes a decoder hold more than this
-MAX_UNCOMPRESSED = 4 * 1024 * 1024  # a payload announcing more is read no further here
 
 
 def schema(
@@ -111,7 +110,7 @@ def read_pulsar(data: bytes) -> int:
 
 def _entries(data: bytes) -> Iterator[Entry]:
     """The entries of the MESSAGE frames in ``data``, decompressed and reassembled."""
-    chunks = ChunkAssembler(max_pending_bytes=MAX_UNCOMPRESSED)
+    chunks = ChunkAssembler(max_pending_bytes=MAX_FRAME)
     try:
         frames = FrameDecoder(MAX_FRAME).feed(data)
     except PulsarSparkError:
@@ -140,8 +139,6 @@ def _entry(
             return None
         payload = assembled.payload
     info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
-    if metadata.uncompressed_size > MAX_UNCOMPRESSED:
-        return None
     data = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
     return info, metadata, data
 
