@@ -38,7 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, MESSAGE_ID_TYPE, PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, ranges
+from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text, ranges
 
 if TYPE_CHECKING:
     from pulsar_spark.arrow.key_values import RowDecoder
@@ -446,6 +446,13 @@ def _ascii(array: pa.Array) -> bool:
     return not used or int(np.frombuffer(data, dtype=np.uint8, count=used).max()) < 0x80
 
 
+def _utf8(text: Text | None) -> bytes:
+    """UTF-8 of ``text``: of bytes that are not valid UTF-8, as Java reads them (b"" for None)."""
+    if text is None:
+        return b""
+    return text.encode() if isinstance(text, str) else text.decode("utf-8", "replace").encode()
+
+
 def _text(raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode("utf-8", "replace")
 
@@ -454,15 +461,16 @@ def _constant_string(text: str, rows: int) -> pa.Array:
     return _repeated_strings([text], np.array([rows], dtype=np.int64))
 
 
-def _repeated_strings(texts: Sequence[str | None], counts: npt.NDArray[np.int64]) -> pa.Array:
+def _repeated_strings(texts: Sequence[Text | None], counts: npt.NDArray[np.int64]) -> pa.Array:
     """A string array where ``texts[i]`` (None: null) repeats ``counts[i]`` times. Neighbours
     that are equal are taken as one (entries of one producer): a column of one text, or of
-    nulls only, is made without a length per row."""
+    nulls only, is made without a length per row. Bytes (text that was not valid UTF-8) are
+    read as Java reads them."""
     texts, counts = _runs(texts, counts)
     rows = int(counts.sum())
     if all(t is None for t in texts):
         return pa.nulls(rows, pa.string())
-    encoded = [t.encode() if t is not None else b"" for t in texts]
+    encoded = [_utf8(t) for t in texts]
     offsets = np.zeros(rows + 1, dtype=np.int32)
     if len(encoded) == 1:
         offsets[1:] = np.arange(1, rows + 1, dtype=np.int32) * len(encoded[0])
@@ -477,8 +485,8 @@ def _repeated_strings(texts: Sequence[str | None], counts: npt.NDArray[np.int64]
 
 
 def _runs(
-    texts: Sequence[str | None], counts: npt.NDArray[np.int64]
-) -> tuple[list[str | None], npt.NDArray[np.int64]]:
+    texts: Sequence[Text | None], counts: npt.NDArray[np.int64]
+) -> tuple[list[Text | None], npt.NDArray[np.int64]]:
     """``texts`` with equal neighbours merged, and the rows each run covers."""
     if len(texts) < 2:
         return list(texts), counts
@@ -501,7 +509,7 @@ def _entry_texts(
     """An entry's text (``producer_name``, ``replicated_from``) for every row."""
     if all(p.rows is None for p in parts):
         return _repeated_strings([getattr(p.entry, name) for p in parts], counts)
-    texts: list[str | None] = []
+    texts: list[Text | None] = []
     repeats = []
     for part in parts:
         part_texts, part_repeats = part.entry_texts(name)

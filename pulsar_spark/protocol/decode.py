@@ -64,7 +64,6 @@ from pulsar_spark.protocol.messages import (
     MessageColumns,
     PropertyColumns,
     Spans,
-    as_text,
     checked_times,
     out_of_range,
 )
@@ -83,20 +82,18 @@ def entry_info(
     metadata: pb.MessageMetadata, ledger_id: int, entry_id: int, partition: int
 ) -> EntryInfo:
     """The fields every message of an entry shares. Ids and a publish time its columns cannot
-    hold fail with :class:`CorruptPayloadError`; a producer name or origin that is not valid
-    UTF-8 is read as Java reads it."""
+    hold fail with :class:`CorruptPayloadError`."""
     publish_time = metadata.publish_time
     if ledger_id > INT64_MAX or entry_id > INT64_MAX or publish_time > MAX_MILLIS:
         raise out_of_range(ledger_id, entry_id, publish_time)
-    producer = metadata.producer_name
     # positional: made once per entry, and keywords cost a third more
     return EntryInfo(
         ledger_id,
         entry_id,
         partition,
-        producer if producer.__class__ is str else as_text(producer),
+        metadata.producer_name,
         publish_time,
-        as_text(metadata.replicated_from) if metadata.HasField("replicated_from") else None,
+        metadata.replicated_from if metadata.HasField("replicated_from") else None,
         metadata.schema_version or None,
     )
 

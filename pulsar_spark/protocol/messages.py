@@ -55,24 +55,19 @@ def checked_times(sent: npt.NDArray[np.uint64], field: str) -> Int64Array:
     return times
 
 
-def as_text(sent: Text) -> str:
-    """A protobuf string field as text: what is not valid UTF-8 read as Java reads it
-    (undecodable bytes become U+FFFD)."""
-    return sent if isinstance(sent, str) else sent.decode("utf-8", "replace")
-
-
 class EntryInfo(NamedTuple):
     """What every message of one entry shares (a tuple: one is made for every entry).
 
     The ids fit an int64 and the publish time a timestamp (see :func:`out_of_range`); the
-    producer name and origin are text (:func:`as_text`)."""
+    producer name and origin are as protobuf read them: bytes when they are not valid UTF-8
+    (the Arrow layer reads those as Java does)."""
 
     ledger_id: int
     entry_id: int
     partition: int
-    producer_name: str
+    producer_name: Text
     publish_time: int  # ms since epoch
-    replicated_from: str | None
+    replicated_from: Text | None
     schema_version: bytes | None = None  # the writer's schema version, when the producer had one
 
 
@@ -86,8 +81,8 @@ class EntryRows:
     ledger_id: Int64Array
     entry_id: Int64Array
     publish_time: Int64Array
-    producer_name: tuple[str, ...]
-    replicated_from: tuple[str | None, ...]
+    producer_name: tuple[Text, ...]
+    replicated_from: tuple[Text | None, ...]
     schema_version: tuple[bytes | None, ...]
     counts: Int64Array
 
@@ -114,9 +109,9 @@ class EntryRows:
         each: Int64Array = getattr(self, name)
         return each if len(each) == self.rows else np.repeat(each, self.counts)
 
-    def texts(self, name: str) -> tuple[tuple[str | None, ...], Int64Array]:
+    def texts(self, name: str) -> tuple[tuple[Text | None, ...], Int64Array]:
         """``producer_name`` or ``replicated_from`` of each entry, and the rows each covers."""
-        texts: tuple[str | None, ...] = getattr(self, name)
+        texts: tuple[Text | None, ...] = getattr(self, name)
         return texts, self.counts
 
     def versions(self) -> list[bytes | None]:
@@ -304,7 +299,7 @@ class MessageColumns:
             return self.rows.versions()
         return [self.entry.schema_version] * self.count
 
-    def entry_texts(self, name: str) -> tuple[Sequence[str | None], Int64Array]:
+    def entry_texts(self, name: str) -> tuple[Sequence[Text | None], Int64Array]:
         """``producer_name`` or ``replicated_from``: the texts and how many rows each covers."""
         if self.rows is not None:
             return self.rows.texts(name)

@@ -41,6 +41,7 @@ NAME, VALUE = b"k\xff", b"\xfe\x00v"  # neither is UTF-8
 PAIR = wire_field(1, 2, wire_varint(2) + NAME) + wire_field(2, 2, wire_varint(3) + VALUE)
 HOSTILE = wire_field(1, 2, wire_varint(len(PAIR)) + PAIR)  # one KeyValue, as field 1
 AS_JAVA_READS = [("k\ufffd", "\ufffd\x00v")]
+PRODUCER, ORIGIN = b"producer-\xff", b"east-\xc3"
 
 
 def text(number: int, raw: bytes) -> bytes:
@@ -51,10 +52,11 @@ def number(field: int, value: int) -> bytes:
     return wire_field(field, 0, wire_varint(value))
 
 
-def metadata(*fields: bytes, producer: bytes = b"producer-x") -> pb.MessageMetadata:
-    """A MessageMetadata of the required fields then ``fields``, parsed from its bytes."""
-    raw = text(1, producer) + number(2, 1000) + number(3, PUBLISHED) + b"".join(fields)
-    return pb.MessageMetadata.FromString(raw)
+def metadata(*fields: bytes) -> pb.MessageMetadata:
+    """A MessageMetadata of the required fields (a producer name that is not UTF-8), an origin
+    that is not UTF-8 either, then ``fields``, parsed from its bytes."""
+    required = text(1, PRODUCER) + number(2, 1000) + number(3, PUBLISHED)
+    return pb.MessageMetadata.FromString(required + text(5, ORIGIN) + b"".join(fields))
 
 
 def record(properties: bytes, value: bytes, event_time: int, sequence_id: int) -> bytes:
@@ -238,12 +240,16 @@ def test_the_largest_ids_and_latest_publish_time_are_read_as_sent() -> None:
     assert latest.cast(pa.int64()).to_pylist() == [MAX_MILLIS * 1000]
 
 
-def test_a_producer_name_and_origin_that_are_not_utf8_read_as_java_reads_them() -> None:
-    meta = metadata(text(5, b"east-\xc3"), producer=b"producer-\xff")
-    info = entry_info(meta, 12, 0, 2)
-    assert (info.producer_name, info.replicated_from) == ("producer-\ufffd", "east-\ufffd")
-    read = record_batch(decode_entries([(info, meta, b"v")])).to_pydict()
-    assert (read["producerName"], read["replicatedFrom"]) == (["producer-\ufffd"], ["east-\ufffd"])
+@pytest.mark.parametrize("path", PATHS)
+def test_a_producer_name_and_origin_that_are_not_utf8_read_as_java_reads_them(path: str) -> None:
+    """Every entry here has them: kept as the bytes sent in the entry fields, as properties
+    are; the record batch reads them as Java does, on every path."""
+    parts = PATHS[path](b"", 0)
+    assert {(p.entry.producer_name, p.entry.replicated_from) for p in parts} == {(PRODUCER, ORIGIN)}
+    rows = sum(part.count for part in parts)
+    read = record_batch(parts)
+    assert read.column("producerName").to_pylist() == ["producer-\ufffd"] * rows
+    assert read.column("replicatedFrom").to_pylist() == ["east-\ufffd"] * rows
 
 
 @pytest.mark.parametrize(
