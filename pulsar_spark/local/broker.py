@@ -21,46 +21,40 @@ What :meth:`LocalBroker.start` does:
   waits until the broker port accepts connections.
 
 ``data_dir=None`` uses a fresh temporary directory that :meth:`LocalBroker.stop` deletes.
-Brokers still running when the interpreter exits are stopped by an ``atexit`` hook.
+Brokers still running when the interpreter exits are stopped by an ``atexit`` hook
+(see :mod:`pulsar_spark.local.process`).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, final
 
+from pulsar_spark.local.process import (
+    BrokerProcess,
+    LocalBrokerError,
+    accepts_connections,
+    choose_ports,
+    ensure_port_free,
+    join_host_port,
+)
 from pulsar_spark.topic import full_topic_name
 
 __all__ = ["LocalBroker", "LocalBrokerError"]
 
 CONFIG_FILE = "pulsar-lite.toml"
-LOG_FILE = "pulsar-lite.log"
 DB_NAME = "db"
 LOG_LEVELS = frozenset({"error", "warn", "info", "debug", "trace"})
 
 _METADATA_VERSION = 2
-_LOG_TAIL_LINES = 25
-_LOG_TAIL_BYTES = 8192
 _POLL_INTERVAL = 0.05
-
-# Every broker that has a live process; the atexit hook stops whatever is left.
-_RUNNING: set[LocalBroker] = set()
-
-
-class LocalBrokerError(RuntimeError):
-    """The local broker could not be found, started or restarted."""
 
 
 def find_binary() -> str:
@@ -85,13 +79,15 @@ def find_binary() -> str:
 
 
 @final
-class LocalBroker:
+class LocalBroker(BrokerProcess):
     """A pulsar-lite broker process bound to loopback ports, with its own data directory.
 
     Create one with :meth:`start`. The broker keeps its ports and data across
     :meth:`restart`; :meth:`stop` ends the process (and deletes the data directory when
     :meth:`start` created it).
     """
+
+    LOG_FILE = "pulsar-lite.log"
 
     def __init__(
         self,
@@ -106,16 +102,12 @@ class LocalBroker:
         startup_timeout: float,
     ) -> None:
         """Hold the settings; use :meth:`start`, which also launches the process."""
+        super().__init__(host=host, port=port, data_dir=data_dir)
         self._binary = binary
-        self._data_dir = data_dir
         self._owns_data_dir = owns_data_dir
-        self._host = host
-        self._port = port
         self._metrics_port = metrics_port
         self._log_level = log_level
         self._startup_timeout = startup_timeout
-        self._process: subprocess.Popen[bytes] | None = None
-        self._removed = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,7 +153,7 @@ class LocalBroker:
         else:
             directory = Path(data_dir).resolve()
         directory.mkdir(parents=True, exist_ok=True)
-        broker_port, metrics = _choose_ports(host, port, metrics_port)
+        broker_port, metrics = choose_ports(host, port, metrics_port)
         broker = cls(
             binary=binary,
             data_dir=directory,
@@ -198,7 +190,7 @@ class LocalBroker:
             raise LocalBrokerError("this broker was stopped and its temporary data removed")
         topics = partitioned_topics or {}
         self._merged_metadata(topics)  # validate before the broker goes down
-        self._terminate()
+        self._terminate(10.0)
         self._merge_partitions(topics)
         self._launch()
 
@@ -212,40 +204,12 @@ class LocalBroker:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._removed = True
 
-    def __enter__(self) -> LocalBroker:
-        """Return the running broker."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the broker."""
-        self.stop()
-
     def __repr__(self) -> str:
         """Show where the broker listens and whether it runs."""
         state = "running" if self.is_running else "stopped"
         return f"<LocalBroker {self.service_url} {state} data_dir={str(self._data_dir)!r}>"
 
     # ----------------------------------------------------------------- properties
-
-    @property
-    def service_url(self) -> str:
-        """The URL clients connect to, ``pulsar://127.0.0.1:PORT``."""
-        return f"pulsar://{_join(self._host, self._port)}"
-
-    @property
-    def host(self) -> str:
-        """The address both listeners are bound to."""
-        return self._host
-
-    @property
-    def port(self) -> int:
-        """The broker's binary-protocol port."""
-        return self._port
 
     @property
     def metrics_port(self) -> int:
@@ -255,17 +219,7 @@ class LocalBroker:
     @property
     def metrics_url(self) -> str:
         """The Prometheus endpoint, ``http://127.0.0.1:PORT/metrics``."""
-        return f"http://{_join(self._host, self._metrics_port)}/metrics"
-
-    @property
-    def data_dir(self) -> Path:
-        """The directory holding the config, the log and the broker's data."""
-        return self._data_dir
-
-    @property
-    def log_path(self) -> Path:
-        """The file the broker's stdout and stderr are appended to."""
-        return self._data_dir / LOG_FILE
+        return f"http://{join_host_port(self._host, self._metrics_port)}/metrics"
 
     @property
     def config_path(self) -> Path:
@@ -277,17 +231,6 @@ class LocalBroker:
         """The broker's metadata file (partitioned topics, subscriptions)."""
         return self._data_dir / f"{DB_NAME}.metadata.json"
 
-    @property
-    def pid(self) -> int | None:
-        """The broker's process id while it runs."""
-        process = self._process
-        return process.pid if process is not None and process.poll() is None else None
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the broker process is alive."""
-        return self._process is not None and self._process.poll() is None
-
     def partitioned_topics(self) -> dict[str, int]:
         """Full topic name to partition count, as recorded in the metadata file."""
         topics = _read_json(self.metadata_path).get("partitioned_topics", {})
@@ -296,9 +239,9 @@ class LocalBroker:
     # ------------------------------------------------------------------ internals
 
     def _write_config(self) -> None:
-        metrics_addr = _join(self._host, self._metrics_port)
+        metrics_addr = join_host_port(self._host, self._metrics_port)
         lines = [
-            f"addr = {_toml_str(_join(self._host, self._port))}",
+            f"addr = {_toml_str(join_host_port(self._host, self._port))}",
             f"db_path = {_toml_str(str(self._data_dir / DB_NAME))}",
             "default_partitions = 0",
             f"log_level = {_toml_str(self._log_level)}",
@@ -325,24 +268,16 @@ class LocalBroker:
 
     def _launch(self) -> None:
         for port in (self._port, self._metrics_port):
-            _ensure_port_free(self._host, port)
-        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            ensure_port_free(self._host, port, "pulsar-lite")
         env = dict(os.environ)
         env.setdefault("RUST_LIB_BACKTRACE", "0")  # keep error lines at the log's tail
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                [self._binary, "--config", str(self.config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self._data_dir,
-                env=env,
-            )
-        _RUNNING.add(self)
+        process, log_offset = self._spawn(
+            [self._binary, "--config", str(self.config_path)], env=env
+        )
         try:
-            self._wait_ready(self._process, log_offset)
+            self._wait_ready(process, log_offset)
         except BaseException:
-            self._terminate()
+            self._terminate(10.0)
             raise
 
     def _wait_ready(self, process: subprocess.Popen[bytes], log_offset: int) -> None:
@@ -351,7 +286,7 @@ class LocalBroker:
             code = process.poll()
             if code is not None:
                 self._fail(f"pulsar-lite exited with code {code} during startup", log_offset)
-            if _accepts_connections(self._host, self._port) and process.poll() is None:
+            if accepts_connections(self._host, self._port) and process.poll() is None:
                 return
             if time.monotonic() >= deadline:
                 self._fail(
@@ -360,22 +295,6 @@ class LocalBroker:
                     log_offset,
                 )
             time.sleep(_POLL_INTERVAL)
-
-    def _fail(self, reason: str, log_offset: int) -> None:
-        tail = _read_tail(self.log_path, log_offset)
-        raise LocalBrokerError(f"{reason}; log {self.log_path}:\n{tail or '(empty)'}")
-
-    def _terminate(self, timeout: float = 10.0) -> None:
-        process, self._process = self._process, None
-        _RUNNING.discard(self)
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 # ---------------------------------------------------------------------- helpers
@@ -409,65 +328,6 @@ def _write_json(path: Path, document: Mapping[str, Any]) -> None:
     os.replace(scratch, path)
 
 
-def _choose_ports(host: str, port: int | None, metrics_port: int | None) -> tuple[int, int]:
-    """Fill in free ports; both probe sockets stay open together so they differ."""
-    with contextlib.ExitStack() as stack:
-        chosen = []
-        for wanted in (port, metrics_port):
-            if wanted is not None:
-                chosen.append(wanted)
-                continue
-            probe = stack.enter_context(socket.socket(_family(host), socket.SOCK_STREAM))
-            probe.bind((host, 0))
-            chosen.append(int(probe.getsockname()[1]))
-    if chosen[0] == chosen[1]:
-        raise ValueError(f"port and metrics_port must differ, both are {chosen[0]}")
-    return chosen[0], chosen[1]
-
-
-def _ensure_port_free(host: str, port: int) -> None:
-    """Fail early if something else holds the port (a listener there would fool the probe)."""
-    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise LocalBrokerError(f"cannot start pulsar-lite: {host}:{port} is in use") from exc
-
-
-def _accepts_connections(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _read_tail(path: Path, offset: int) -> str:
-    try:
-        with path.open("rb") as log:
-            size = log.seek(0, os.SEEK_END)
-            log.seek(max(offset, size - _LOG_TAIL_BYTES))
-            text = log.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-_LOG_TAIL_LINES:])
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
-def _join(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def _toml_str(value: str) -> str:
     """A TOML basic string; JSON's escapes are a subset of TOML's."""
     return json.dumps(value, ensure_ascii=False)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for broker in list(_RUNNING):
-        broker.stop()
