@@ -71,7 +71,9 @@ class SendWindow:
                 f"{self.label}: receipt for sequence id {sequence_id} while no message is in flight"
             )
         oldest = self._entries[0]
-        named = highest_sequence_id not in (None, 0, oldest.highest_sequence_id)
+        if highest_sequence_id is not None and not _names_a_range(sequence_id, highest_sequence_id):
+            highest_sequence_id = None
+        named = highest_sequence_id not in (None, oldest.highest_sequence_id)
         if sequence_id != oldest.sequence_id or named:
             ids = (
                 sequence_id
@@ -96,3 +98,12 @@ class SendWindow:
             self.pending -= stored.messages
             self.confirmed += stored.messages
         return list(self._entries)
+
+
+def _names_a_range(sequence_id: int, highest_sequence_id: int) -> bool:
+    """Whether a receipt's ``highest_sequence_id`` says anything beyond ``sequence_id``.
+
+    A broker answers a SEND without a highest id (a single message, a batch of one) with
+    0 (pulsar-lite) or with Java's -1, which arrives as 2**64 - 1 (Apache Pulsar).
+    """
+    return sequence_id < highest_sequence_id < 1 << 63

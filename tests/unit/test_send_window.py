@@ -31,6 +31,19 @@ def test_receipts_confirm_in_order() -> None:
     assert (window.pending, window.confirmed, bool(window)) == (0, 11, False)
 
 
+@pytest.mark.parametrize("highest", [None, 0, 7, 2**64 - 1])
+def test_a_receipt_for_one_message_may_carry_any_highest_id_up_to_its_own(
+    highest: int | None,
+) -> None:
+    # Apache Pulsar answers a SEND without a highest id with Java's -1 as a uint64.
+    window = SendWindow("producer p on t")
+    window.add(sent(7, 7))
+    window.add(sent(8, 12))
+    assert window.confirm(7, highest) == 1
+    assert window.confirm(8, 12) == 5
+    assert (window.pending, window.confirmed) == (0, 6)
+
+
 @pytest.mark.parametrize(
     ("sequence_id", "highest", "text"),
     [
