@@ -8,6 +8,7 @@ everything an executor task needs — tasks share no state with the driver.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -20,9 +21,12 @@ from pulsar_spark.client.pool import ConnectionPool, default_pool
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE, ReaderSettings
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.client.time_seek import first_published_at
+from pulsar_spark.errors import TopicNotFoundError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.read_options import ReadOptions, TopicSelection
 from pulsar_spark.topic import TopicName
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +119,17 @@ def match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:
 
 
 def last_message_id(lookup: Lookup, ref: PartitionRef) -> MessageId | None:
-    """The last message of a partition (None when it is empty)."""
-    with Consumer(lookup, ref.name, MessageId.latest(), timeout=lookup.timeout) as consumer:
-        last = consumer.last_message_id()
+    """The last message of a partition (None when it is empty).
+
+    A topic that does not exist yet (Apache Pulsar creates a topic at its first producer)
+    has no messages: it is read as empty, not created.
+    """
+    try:
+        with Consumer(lookup, ref.name, MessageId.latest(), timeout=lookup.timeout) as consumer:
+            last = consumer.last_message_id()
+    except TopicNotFoundError:
+        _log.info("%s does not exist yet: it has no messages to read", ref.name)
+        return None
     return None if last is None else last.with_partition(ref.partition)
 
 
