@@ -1,14 +1,23 @@
-"""Shared fixtures: one pulsar-lite broker per test run, unique topic names, golden frames.
+"""Shared fixtures: the brokers of a test run, unique topic names, golden frames.
 
-The broker is started lazily, the first time a test asks for ``broker`` (unit tests never
-start it), and stopped when the session ends. pulsar-lite can only create partitioned topics
-from its metadata file at startup, so every partitioned topic a test may need is seeded then:
+Every test that asks for ``broker`` runs twice, once against each broker of the run (see
+:data:`BROKERS`): a pulsar-lite broker, fast to start and the one the demo embeds, and an
+Apache Pulsar standalone (``support/apache_fixtures.py``), the broker users run. A test of
+pulsar-lite itself or of one of its quirks is marked ``pulsar_lite`` and runs against
+pulsar-lite only; ``apache`` marks a test of Apache-only behaviour (it asks for
+``apache_broker``). Both brokers are started lazily, the first time a test asks for one
+(unit tests never start them), and stopped when the session ends.
+
+pulsar-lite can only create partitioned topics from its metadata file at startup, so every
+partitioned topic a test may need is seeded then; the Apache broker creates the same ones
+through its admin API:
 
 - ``part2``, ``part3``, ``part4`` (see :data:`SEEDED_PARTITIONED_TOPICS`): shared by all
   tests, so only for checks that do not count messages;
-- a pool of ``pool-p{n}-{i}`` topics (``n`` in :data:`POOL_PARTITIONS`, ``i`` below
-  :data:`POOL_SIZE`) handed out one per request by ``pooled_partitioned_topic``, for tests
-  that need a partitioned topic nobody else writes to.
+- on pulsar-lite, a pool of ``pool-p{n}-{i}`` topics (``n`` in :data:`POOL_PARTITIONS`,
+  ``i`` below :data:`POOL_SIZE`) handed out one per request by ``pooled_partitioned_topic``,
+  for tests that need a partitioned topic nobody else writes to; on Apache, that fixture
+  creates a new topic each time.
 
 Any other topic name is auto-created non-partitioned on first use; :func:`unique_topic`
 makes names that no other test uses.
@@ -25,12 +34,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from support.apache_fixtures import NewPartitionedTopics
 
-pytest_plugins = ["support.fixtures", "support.broker_fixtures", "support.tubemq_fixtures"]
+pytest_plugins = [
+    "support.fixtures",
+    "support.broker_fixtures",
+    "support.apache_fixtures",
+    "support.tubemq_fixtures",
+]
+
+BROKERS: tuple[str, ...] = ("pulsar-lite", "apache")
+"""The brokers a test asking for ``broker`` runs against, as its parameter ids."""
 
 SEEDED_PARTITIONED_TOPICS: dict[str, int] = {"part2": 2, "part3": 3, "part4": 4}
 """Partitioned topics every test run has, shared by all tests."""
@@ -74,20 +92,43 @@ class PartitionedTopicPool:
 
 
 @pytest.fixture(scope="session")
-def partitioned_topic_pool() -> PartitionedTopicPool:
-    """The session's pool of fresh partitioned topics (seeded into ``broker``)."""
+def lite_topic_pool() -> PartitionedTopicPool:
+    """The pool of fresh partitioned topics seeded into ``lite_broker``."""
     return PartitionedTopicPool()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test that asks for ``broker`` against every broker it applies to."""
+    if "broker" not in metafunc.fixturenames:
+        return
+    only_lite = metafunc.definition.get_closest_marker("pulsar_lite") is not None
+    brokers = BROKERS[:1] if only_lite else BROKERS
+    metafunc.parametrize("broker", brokers, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test's run against Apache ``apache``, so ``-m apache`` selects them all."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("broker") == "apache":
+            item.add_marker(pytest.mark.apache)
+
+
 @pytest.fixture(scope="session")
-def broker(partitioned_topic_pool: PartitionedTopicPool) -> Iterator[LocalBroker]:
+def seeded_partitioned_topics() -> dict[str, int]:
+    """The partitioned topics every broker of the run has (:data:`SEEDED_PARTITIONED_TOPICS`)."""
+    return dict(SEEDED_PARTITIONED_TOPICS)
+
+
+@pytest.fixture(scope="session")
+def lite_broker(lite_topic_pool: PartitionedTopicPool) -> Iterator[LocalBroker]:
     """A pulsar-lite broker on free loopback ports, shared by the whole test run.
 
     It has the partitioned topics in :data:`SEEDED_PARTITIONED_TOPICS` and the pool; its
     data lives in a temporary directory removed at the end of the session. Tests must not
     stop or restart it: start their own :class:`LocalBroker` for that.
     """
-    seeds = {**SEEDED_PARTITIONED_TOPICS, **partitioned_topic_pool.seeds()}
+    seeds = {**SEEDED_PARTITIONED_TOPICS, **lite_topic_pool.seeds()}
     local = LocalBroker.start(partitioned_topics=seeds)
     try:
         yield local
@@ -95,8 +136,16 @@ def broker(partitioned_topic_pool: PartitionedTopicPool) -> Iterator[LocalBroker
         local.stop()
 
 
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest) -> LocalBroker | ApacheBroker:
+    """The session broker this run of the test is against (see :data:`BROKERS`)."""
+    fixture = "apache_broker" if request.param == "apache" else "lite_broker"
+    started: LocalBroker | ApacheBroker = request.getfixturevalue(fixture)
+    return started
+
+
 @pytest.fixture
-def service_url(broker: LocalBroker) -> str:
+def service_url(broker: LocalBroker | ApacheBroker) -> str:
     """The session broker's ``pulsar://127.0.0.1:PORT`` URL."""
     return broker.service_url
 
@@ -108,15 +157,28 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     return unique_topic(stem)
 
 
+@pytest.fixture(scope="session")
+def partitioned_topic_pool(
+    broker: LocalBroker | ApacheBroker, lite_topic_pool: PartitionedTopicPool
+) -> PartitionedTopicPool | NewPartitionedTopics:
+    """Fresh partitioned topics of the session broker: ``take(partitions)`` gives one.
+
+    On pulsar-lite they come from the seeded pool, so ``partitions`` must be one of
+    :data:`POOL_PARTITIONS`; on Apache, each is created then. Either way, no other test has
+    written to the topic.
+    """
+    from support.apache_fixtures import NewPartitionedTopics
+
+    if isinstance(broker, LocalBroker):
+        return lite_topic_pool
+    return NewPartitionedTopics(broker, POOL_PARTITIONS)
+
+
 @pytest.fixture
 def pooled_partitioned_topic(
-    broker: LocalBroker, partitioned_topic_pool: PartitionedTopicPool
+    partitioned_topic_pool: PartitionedTopicPool | NewPartitionedTopics,
 ) -> Callable[[int], str]:
-    """A function ``(partitions) -> short topic name`` giving an unused partitioned topic.
-
-    Topics come from the seeded pool, so ``partitions`` must be one of
-    :data:`POOL_PARTITIONS`; each call returns a topic no other test has written to.
-    """
+    """A function ``(partitions) -> short topic name`` giving an unused partitioned topic."""
     return partitioned_topic_pool.take
 
 

@@ -721,6 +721,7 @@ def test_batch_only_option_errors_fail_at_the_first_action(
     assert fragment in message
 
 
+@pytest.mark.pulsar_lite
 def test_topics_pattern_on_pulsar_lite_fails_within_the_operation_timeout(
     spark: SparkSession, broker: LocalBroker
 ) -> None:

@@ -19,7 +19,7 @@ import pytest
 from pulsar_spark.local import LocalBroker, LocalBrokerError
 from pulsar_spark.topic import full_topic_name
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.pulsar_lite]
 
 RECEIVE_TIMEOUT_MS = 5000
 

@@ -380,6 +380,7 @@ def test_publish_to_each_partition(
             assert got.partition == partition
 
 
+@pytest.mark.pulsar_lite
 def test_producer_on_partitioned_root_fails_within_the_operation_timeout(
     broker: LocalBroker,
 ) -> None:

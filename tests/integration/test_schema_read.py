@@ -365,6 +365,7 @@ def test_an_unreachable_broker_at_definition_leaves_value_as_bytes(
     assert "value is read as bytes" in caplog.text
 
 
+@pytest.mark.pulsar_lite
 def test_pulsar_lite_is_not_asked_for_schemas(
     broker: LocalBroker, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
 ) -> None:

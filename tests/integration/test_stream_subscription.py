@@ -361,6 +361,7 @@ def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
         local.stop()
 
 
+@pytest.mark.pulsar_lite
 def test_pulsar_lite_takes_a_batch_index_ack_for_the_whole_entry(
     client: pulsar.Client, lookup: Lookup, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
