@@ -22,6 +22,10 @@ APACHE_SETTINGS: Mapping[str, str] = {
     "brokerDeduplicationEnabled": "true",
     "acknowledgmentAtBatchIndexLevelEnabled": "true",
     "transactionCoordinatorEnabled": "true",
+    # Keep messages no subscription holds for an hour (Apache's default is not at all: a
+    # ledger closed by an unload or a restart would go within minutes, under a test's reads).
+    "defaultRetentionTimeInMinutes": "60",
+    "defaultRetentionSizeInMB": "1024",
 }
 """``standalone.conf`` keys the session's Apache broker sets beyond ApacheBroker's own."""
 
