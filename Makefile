@@ -61,7 +61,7 @@ clean:
 
 # The long fuzz run (tests/fuzz/run_fuzz.py): mutated frames through the read path and
 # generated batches through every decoding path; FUZZ_ARGS narrows it (--seconds, --inputs,
-# --batches, --parts). Inputs that fail outside the error tree go to build/fuzz-findings.
+# --batches, --parts). Inputs that fail outside the error tree go to tests/fuzz/findings.
 .PHONY: fuzz
 fuzz: install
-	$(PY) tests/fuzz/run_fuzz.py --findings build/fuzz-findings $(FUZZ_ARGS)
+	$(PY) tests/fuzz/run_fuzz.py $(FUZZ_ARGS)

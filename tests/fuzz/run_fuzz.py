@@ -87,7 +87,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=float("inf"), help="per part")
     parser.add_argument("--slow", type=float, default=2.0, help="seconds an input may take")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--findings", type=Path, default=Path("fuzz-findings"))
+    parser.add_argument("--findings", type=Path, default=HERE / "findings")
     parser.add_argument("--parts", default="pulsar,tubemq,batches,avro")
     args = parser.parse_args()
     pulsar, tubemq = pulsar_seeds(), tubemq_seeds()
