@@ -5,11 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
-# The TubeMQ 2.4.0 build the TubeMQ tests run (beside this checkout, in ../shared/tubemq).
-TUBEMQ_HOME ?= $(firstword $(wildcard $(abspath ../shared/tubemq) /work/shared/tubemq) $(abspath ../shared/tubemq))
-export TUBEMQ_HOME
 
-.PHONY: test demo install lint typecheck proto bench clean tubemq
+.PHONY: test test-apache apache demo install lint typecheck proto bench clean tubemq jdk
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,16 +19,29 @@ install: $(PY)
 	rm -rf build
 	$(PY) -m pip install --quiet ".[test,dev]"
 
-test: install tubemq
+test: install jdk tubemq
 	$(PY) -m pytest
 
-# The TubeMQ cluster runs on Debian's Java libraries: build.sh installs them (and rebuilds the
-# jars) when any jar the cluster's classpath names is missing; otherwise nothing is done.
-tubemq:
-	@test -x "$(TUBEMQ_HOME)/build.sh" || { echo "no TubeMQ build in $(TUBEMQ_HOME): set TUBEMQ_HOME"; exit 1; }
-	@missing=0; for jar in $(TUBEMQ_HOME)/lib/tubemq-server.jar $$(cat $(TUBEMQ_HOME)/lib/debian-classpath.txt 2>/dev/null || echo /nonexistent); do \
-	    [ -f "$$jar" ] || missing=1; done; \
-	 if [ $$missing = 1 ] || ! command -v javac >/dev/null; then "$(TUBEMQ_HOME)/build.sh"; fi
+# Apache Pulsar and TubeMQ come from Maven Central and run on Java: Maven and a JDK are
+# installed from Debian when either is missing.
+jdk:
+	@command -v mvn >/dev/null && command -v javac >/dev/null || { \
+	    sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); $$sudo apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends maven default-jdk-headless; }
+
+# The TubeMQ tests run the official TubeMQ 2.4.0 jars from Maven Central
+# (tests/support/tubemq_maven/pom.xml), copied once into ~/.cache/pulsar-spark/tubemq-2.4.0.
+tubemq: install jdk
+	$(PY) tests/support/tubemq_cluster.py
+
+# The integration tests' runs against Apache Pulsar alone.
+test-apache: install jdk
+	$(PY) -m pytest -m apache
+
+# An Apache Pulsar standalone in the foreground (its release is fetched from Maven Central the
+# first time); Ctrl-C or SIGTERM stops it and deletes its data.
+apache: install jdk
+	@$(PY) -m pulsar_spark.local.apache
 
 demo: install
 	$(PY) -m pulsar_spark.jobs.demo $(DEMO_ARGS)
