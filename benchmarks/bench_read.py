@@ -76,15 +76,15 @@ from common import (
     READING,
     Published,
     Shape,
+    add_broker_argument,
+    broker_cpu,
     count_rows,
     measure,
     median_measured,
     partition_topic,
-    pin_broker,
     publish_dataset,
     reading_schema,
     report,
-    spark_cores_apart,
     spark_session,
     start_broker,
     timed_run,
@@ -325,11 +325,9 @@ DEFAULT_SIDES = "A,B,C"
 
 def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
     """Publish the case's topic, then measure each side on it; the case's results."""
-    broker = start_broker(f"bench-{name}", args.partitions)
-    if args.broker_cpu is not None:
-        pin_broker(broker, args.broker_cpu)
+    broker = start_broker(f"bench-{name}", args.partitions, args.broker, args.broker_cpu)
     service: Any = broker
-    if case.shape.avro:
+    if case.shape.avro and args.broker == "pulsar-lite":
         # pulsar-lite keeps no schemas: the test proxy keeps them as Apache Pulsar does (and
         # stamps versions on messages); every side publishes and reads through it.
         service = SchemaRegistry(broker)
@@ -365,7 +363,8 @@ def run_case(name: str, case: Case, args: argparse.Namespace) -> dict[str, Any]:
         "python_ns_per_message": {
             side: python_ns(run, case.messages) for side, run in best.items() if run
         },
-        "broker_core": args.broker_core,
+        "broker": args.broker,
+        "broker_core": args.broker_cpu is not None,
         "ceiling_work_ns": args.ceiling_work_ns if "D" in sides else None,
         "a_over_d": ratio(best["A"], best["D"]),
         "d_over_ceiling": ratio(best["D"], best["C"]),
@@ -524,8 +523,9 @@ def main() -> None:
         help="run the broker alone on the last CPU and Spark (JVM, Python workers) on the "
         "others, as on a cluster where brokers have machines of their own",
     )
+    add_broker_argument(parser)
     args = parser.parse_args()
-    args.broker_cpu = spark_cores_apart() if args.broker_core else None
+    args.broker_cpu = broker_cpu(args)
     names = args.cases.split(",")
     unknown = sorted(set(names) - set(CASES)) + sorted(set(args.sides.split(",")) - set(SIDES))
     if unknown:

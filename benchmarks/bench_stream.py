@@ -48,7 +48,9 @@ from common import (
     PHASES,
     CpuUse,
     WorkerMemory,
+    add_broker_argument,
     add_dataset_arguments,
+    broker_cpu,
     format_table,
     publish_dataset,
     report,
@@ -160,9 +162,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_dataset_arguments(parser)
     parser.add_argument("--max-per-trigger", type=int, default=250_000)
+    add_broker_argument(parser)
     args = parser.parse_args()
 
-    broker = start_broker("bench", args.partitions)
+    broker = start_broker("bench", args.partitions, args.broker, broker_cpu(args))
     try:
         published = publish_dataset(broker, args)
         pulsar = {"service.url": broker.service_url, "topic": published.topic}

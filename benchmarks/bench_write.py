@@ -42,7 +42,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    add_broker_argument,
     add_dataset_arguments,
+    broker_cpu,
     median_measured,
     report,
     short_error,
@@ -195,13 +197,15 @@ def main() -> None:
     parser.add_argument(
         "--sides", default="A,B,B0", help="which of A, B and B0 to run, in this order"
     )
+    add_broker_argument(parser)
     args = parser.parse_args()
     sides = args.sides.split(",")
 
     topics = {
         side: [f"bench-write-{side.lower()}-{run}" for run in range(args.runs)] for side in sides
     }
-    broker = start_broker([t for names in topics.values() for t in names], args.partitions)
+    names = [t for side_topics in topics.values() for t in side_topics]
+    broker = start_broker(names, args.partitions, args.broker, broker_cpu(args))
     runs: dict[str, list[dict[str, Any]]] = {}
     counts: dict[str, int | None] = {}
     try:

@@ -1,6 +1,8 @@
 """Helpers shared by the end-to-end benchmarks: broker, data, Spark session, timing, memory.
 
-- :func:`start_broker` runs a local pulsar-lite broker with one partitioned topic.
+- :func:`start_broker` runs a local broker with partitioned topics: pulsar-lite, or with
+  ``--broker apache`` (:func:`add_broker_argument`) Apache Pulsar's standalone, which
+  :func:`broker_cpu` keeps on a core of its own, as in a deployment.
 - :func:`publish` fills that topic with the official Apache Pulsar producer (``pulsar-client``),
   messages of a :class:`Shape` (size, keys and properties, compression, batching) spread
   round-robin over the partitions, and returns how many messages each partition holds and the
@@ -33,11 +35,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.topic import full_topic_name
 
-# The tests' support code: the Avro record of the avro case, the proxy (bench_read, bench_tls).
+# The tests' support code: the Avro record of the avro case, the proxy (bench_read, bench_tls),
+# creating Apache's partitioned topics.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.apache_fixtures import create_partitioned_topic
 from support.schemas import READING
 
 if TYPE_CHECKING:
@@ -52,12 +56,49 @@ DEFAULT_PARTITIONS = 4
 # --------------------------------------------------------------------------- broker and data
 
 
+BROKERS = ("pulsar-lite", "apache")
+
+Broker = LocalBroker | ApacheBroker
+
+
+def add_broker_argument(parser: argparse.ArgumentParser) -> None:
+    """``--broker``: which broker :func:`start_broker` starts."""
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default="pulsar-lite",
+        help="pulsar-lite (embedded), or apache: Apache Pulsar's standalone from Maven "
+        "Central, alone on the last CPU as on a cluster whose brokers have machines of their own",
+    )
+
+
+def broker_cpu(args: argparse.Namespace) -> int | None:
+    """The CPU the broker gets to itself (Apache always; pulsar-lite with ``--broker-core``),
+    with Spark kept off it from now on, or ``None`` when they share every CPU."""
+    if args.broker == "apache" or getattr(args, "broker_core", False):
+        return spark_cores_apart()
+    return None
+
+
 def start_broker(
-    topic: str | Sequence[str] = DEFAULT_TOPIC, partitions: int = DEFAULT_PARTITIONS
-) -> LocalBroker:
-    """A fresh broker (temporary data directory) where each topic named has ``partitions``."""
-    topics = [topic] if isinstance(topic, str) else topic
-    return LocalBroker.start(partitioned_topics=dict.fromkeys(topics, partitions))
+    topic: str | Sequence[str] = DEFAULT_TOPIC,
+    partitions: int = DEFAULT_PARTITIONS,
+    kind: str = "pulsar-lite",
+    cpu: int | None = None,
+) -> Broker:
+    """A fresh broker (temporary data directory) where each topic named has ``partitions``,
+    pinned to ``cpu`` when one is given."""
+    topics = [topic] if isinstance(topic, str) else list(topic)
+    broker: Broker
+    if kind == "apache":
+        broker = ApacheBroker.start(heap_mb=1024)
+        for name in topics:
+            create_partitioned_topic(broker, name, partitions)
+    else:
+        broker = LocalBroker.start(partitioned_topics=dict.fromkeys(topics, partitions))
+    if cpu is not None:
+        pin_broker(broker, cpu)
+    return broker
 
 
 def spark_cores_apart() -> int:
@@ -71,7 +112,7 @@ def spark_cores_apart() -> int:
     return cpus[-1]
 
 
-def pin_broker(broker: LocalBroker, cpu: int) -> None:
+def pin_broker(broker: Broker, cpu: int) -> None:
     """Pin every thread of ``broker`` to ``cpu``."""
     pid = broker.pid
     if pid is None:
@@ -124,7 +165,7 @@ class Shape:
 
 
 def publish_dataset(
-    broker: LocalBroker,
+    broker: Broker,
     args: argparse.Namespace,
     shape: Shape | None = None,
     topic: str = DEFAULT_TOPIC,
