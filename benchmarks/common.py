@@ -57,6 +57,7 @@ DEFAULT_PARTITIONS = 4
 
 
 BROKERS = ("pulsar-lite", "apache")
+APACHE_MAIN = "org.apache.pulsar.PulsarStandaloneStarter"  # how Apache's JVM is told apart
 
 Broker = LocalBroker | ApacheBroker
 
@@ -662,11 +663,13 @@ class CpuUse:
         used: dict[str, int] = {}
         for pid in [os.getpid(), *_descendants()]:
             try:
-                program = os.path.basename(_command_line(pid)[0])
+                args = _command_line(pid)
+                program = os.path.basename(args[0])
                 fields = _stat_fields(pid)
             except (OSError, IndexError):
                 continue
-            role = "jvm" if program == "java" else "broker" if "pulsar" in program else "python"
+            is_broker = "pulsar" in program or APACHE_MAIN in args  # pulsar-lite, Apache's JVM
+            role = "broker" if is_broker else "jvm" if program == "java" else "python"
             used[role] = used.get(role, 0) + sum(int(f) for f in fields[11:15])
         return used
 
