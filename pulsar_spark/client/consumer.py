@@ -107,6 +107,11 @@ class Consumer:
         return self._queued_bytes
 
     @property
+    def queued_entries(self) -> int:
+        """Entries received and not yet taken with :meth:`receive`."""
+        return len(self._queue)
+
+    @property
     def server_version(self) -> str:
         """What the broker this consumer is on calls itself."""
         return self.connection.server_version

@@ -265,7 +265,9 @@ class RangeReader:
             wait = self.settings.nudge_interval
             payload = delivery.payload or b""
             raw = RawEntry.of(delivery.message, parse_payload_section(payload))
-            permits = flow.on_entry(raw.message_count, len(payload), consumer.queued_bytes)
+            permits = flow.on_entry(
+                raw.message_count, len(payload), consumer.queued_bytes, consumer.queued_entries
+            )
             if permits:
                 # The ack goes first: pulsar-lite stops dispatching when an ack reaches it
                 # while a large window is open, and sends unacknowledged entries again on
