@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from broker_proxy import BrokerProxy
 from support.clients import settings_for
 from support.fake_broker import (
     FakeBroker,
@@ -31,7 +32,7 @@ from pulsar_spark.errors import (
     FrameTooLargeError,
     TopicLookupError,
 )
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.framing import Frame
 
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.integration
 Type = pb.BaseCommand.Type
 
 
-# --- failures against pulsar-lite --------------------------------------------------------------
+# --- failures against the test brokers ---------------------------------------------------------
 
 
 def test_unreachable_broker_fails_fast() -> None:
@@ -57,9 +58,25 @@ def test_unreachable_broker_fails_fast() -> None:
     pool.close()
 
 
-def test_unanswered_request_times_out_and_the_connection_survives(broker: LocalBroker) -> None:
+LOST_REQUEST_ID = 2**63
+"""A request id the client never uses: the broker's answer to it is dropped as unknown."""
+
+
+def lose_topic_listings(command: pb.BaseCommand) -> bool:
+    """A proxy rewrite giving each GetTopicsOfNamespace a request id the client never used,
+    so that its answer (Apache sends one, pulsar-lite none) never reaches the request."""
+    if command.type != Type.GET_TOPICS_OF_NAMESPACE:
+        return False
+    command.getTopicsOfNamespace.request_id = LOST_REQUEST_ID
+    return True
+
+
+def test_unanswered_request_times_out_and_the_connection_survives(
+    broker: LocalBroker | ApacheBroker,
+) -> None:
     pool = ConnectionPool()
-    lookup = Lookup(settings_for(broker.service_url, timeout=1.0), pool)
+    proxy = BrokerProxy((broker.host, broker.port), lose_topic_listings)
+    lookup = Lookup(settings_for(proxy.url, timeout=1.0), pool)
     try:
         connection = lookup.service_connection()
         started = time.monotonic()
@@ -80,6 +97,7 @@ def test_unanswered_request_times_out_and_the_connection_survives(broker: LocalB
         assert lookup.partitions("persistent://public/default/part4") == 4
     finally:
         pool.close()
+        proxy.close()
 
 
 # --- failures against loopback servers written here --------------------------------------------
