@@ -281,6 +281,12 @@ class ApacheBroker(BrokerProcess):
         return f"http://{join_host_port(self._host, self._web_port)}"
 
     @property
+    def tls_service_url(self) -> str | None:
+        """``pulsar+ssl://127.0.0.1:PORT`` when ``config`` set ``brokerServicePortTls``."""
+        port = self._config.get("brokerServicePortTls")
+        return f"pulsar+ssl://{join_host_port(self._host, int(port))}" if port else None
+
+    @property
     def web_port(self) -> int:
         """The admin API's port."""
         return self._web_port
