@@ -39,9 +39,10 @@ test-apache: install jdk
 	$(PY) -m pytest -m apache
 
 # An Apache Pulsar standalone in the foreground (its release is fetched from Maven Central the
-# first time); Ctrl-C or SIGTERM stops it and deletes its data.
+# first time); Ctrl-C or SIGTERM stops it and deletes its data. APACHE_ARGS="--port 6650
+# --web-port 8080" fixes its ports.
 apache: install jdk
-	@$(PY) -m pulsar_spark.local.apache
+	@$(PY) -m pulsar_spark.local.apache $(APACHE_ARGS)
 
 demo: install
 	$(PY) -m pulsar_spark.jobs.demo $(DEMO_ARGS)

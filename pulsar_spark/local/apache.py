@@ -23,6 +23,7 @@ How this works:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -37,7 +38,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
@@ -470,13 +471,24 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Run a standalone in the foreground until SIGTERM or Ctrl-C, then delete its data."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pulsar_spark.local.apache",
+        description="Run Apache Pulsar's standalone on loopback until Ctrl-C or SIGTERM.",
+    )
+    parser.add_argument("--port", type=int, help="binary-protocol port (default: a free one)")
+    parser.add_argument("--web-port", type=int, help="admin API port (default: a free one)")
+    parser.add_argument("--version", default=PULSAR_VERSION, help="the Apache Pulsar release")
+    parser.add_argument("--heap-mb", type=int, default=768, help="the JVM's heap")
+    args = parser.parse_args(argv)
     stopped = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopped.set())
     try:
-        broker = ApacheBroker.start()
+        broker = ApacheBroker.start(
+            port=args.port, web_port=args.web_port, version=args.version, heap_mb=args.heap_mb
+        )
     except LocalBrokerError as exc:
         sys.exit(f"error: {exc}")
     with broker:

@@ -114,6 +114,25 @@ def test_a_port_in_use_is_a_clear_error_within_seconds() -> None:
     assert time.monotonic() - began < 5
 
 
+def test_the_command_refuses_a_port_in_use_within_seconds() -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "pulsar_spark.local.apache", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+    assert time.monotonic() - began < 10
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"error: cannot start Apache Pulsar: 127.0.0.1:{port} is in use\n"
+
+
 def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     with pytest.raises(LocalBrokerError) as raised:
