@@ -97,6 +97,35 @@ def acknowledge_through(
         attached.connection.unregister_consumer(attached.consumer_id)
 
 
+def mark_delete_position(
+    lookup: Lookup, topic: str, subscription: str, *, timeout: float
+) -> MessageId | None:
+    """The position ``subscription`` on ``topic`` (one partition) is acknowledged through
+    without gaps (its cursor's mark-delete position, a whole entry; entry -1: before a
+    ledger's first), as the broker reports it to a consumer asking for the last message id;
+    None when the broker does not report it. Creates the subscription, at the earliest
+    position, if it does not exist."""
+    attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
+    try:
+        attached.subscribe()
+        try:
+            response = attached.connection.request(
+                lambda rid: commands.get_last_message_id(
+                    consumer_id=attached.consumer_id, request_id=rid
+                ),
+                what=f"mark-delete position of {subscription} on {topic}",
+                timeout=timeout,
+            ).getLastMessageIdResponse
+        finally:
+            attached.close()
+    finally:
+        attached.connection.unregister_consumer(attached.consumer_id)
+    if not response.HasField("consumer_mark_delete_position"):
+        return None
+    position = response.consumer_mark_delete_position
+    return MessageId(position.ledgerId, position.entryId, -1, position.partition)
+
+
 class AttachedConsumer:
     """One consumer on the subscription, for the moment of an acknowledgement."""
 

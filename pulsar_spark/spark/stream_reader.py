@@ -52,7 +52,7 @@ from pulsar_spark.spark.reading import read_partition
 from pulsar_spark.spark.splitting import split_reads
 from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
 from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
-from pulsar_spark.spark.subscription import SubscriptionKeeper
+from pulsar_spark.spark.subscription import SubscriptionKeeper, nothing_lost_after
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,21 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, PartitionRead)
 
         def start_gone(first: MessageId) -> None:
-            self._policy.start_gone(partition.ref.name, partition.start, first)
+            name, start = partition.ref.name, partition.start
+            subscription = self.options.subscription
+            if subscription is not None and nothing_lost_after(
+                make_lookup(partition.client), name, subscription, start
+            ):
+                log.info(
+                    "partition %s: the ledger of %s was removed once subscription %r had "
+                    "acknowledged all of it; nothing unread is lost, reading on from %s",
+                    name,
+                    start,
+                    subscription,
+                    first,
+                )
+                return
+            self._policy.start_gone(name, start, first)
 
         return read_partition(partition, start_gone)
 

@@ -24,6 +24,15 @@ acknowledged, whatever the retention settings say.
   reset by hand or deleted never makes a query skip or repeat a message. Spark commits only
   after a micro-batch's results are written, so the subscription is never ahead of what the
   query has made durable — unless someone moves it by hand.
+- **A topic that does not exist yet** gets no subscription (Apache Pulsar refuses one
+  there, and the connector creates no topic): the first acknowledgement after the topic
+  appears creates it at the earliest message, so everything published is held.
+- **One consumer type at a time.** The subscription's consumer is Failover (cumulative acks
+  need it). Apache Pulsar refuses a consumer of another type (Shared, Key_Shared, or an
+  Exclusive one while another is attached) on a subscription that has consumers: while a
+  user's Shared consumer is attached, the acknowledgement fails with ConsumerBusy and waits for
+  the next commit, and while the driver is attached (for the moment of each
+  acknowledgement) the user's Shared consumer is refused. pulsar-lite takes either.
 - **A failed ack fails nothing.** Acks are retried under the client's retry policy; when they
   still fail the failure is logged and the next commit acknowledges through its own, later end,
   which covers everything before it. Until then the subscription holds *more* than it must,
@@ -37,9 +46,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from pulsar_spark.client.durable import acknowledge_through
+from pulsar_spark.client.durable import acknowledge_through, mark_delete_position
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import PulsarSparkError, RetriesExhaustedError
+from pulsar_spark.errors import PulsarSparkError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.planning import PartitionRef
 from pulsar_spark.topic import TopicName
@@ -84,6 +93,12 @@ class SubscriptionKeeper:
             try:
                 size = batch_size(partition, position)
                 self._acknowledge(partition, position.with_partition(index), size)
+            except TopicNotFoundError:
+                # Nothing to hold yet (Apache Pulsar refuses a subscription on a topic that
+                # does not exist, and ours never creates one): the first acknowledgement
+                # after the topic appears creates the subscription at its earliest message.
+                log.debug("subscription %r: %s does not exist yet", self.name, partition)
+                continue
             except PulsarSparkError as exc:
                 log.warning(
                     "subscription %r: could not acknowledge %s through %s (%s); it holds "
@@ -114,6 +129,34 @@ class SubscriptionKeeper:
 
         acks = lookup.retrying(attempt, f"acknowledging {self.name!r} on {partition}")
         log.debug("subscription %r on %s acknowledged through %s", self.name, partition, acks)
+
+
+def nothing_lost_after(lookup: Lookup, partition: str, subscription: str, start: MessageId) -> bool:
+    """Whether a stream's exclusive ``start`` on ``partition``, whose ledger no longer exists,
+    lost nothing after it, by ``subscription``'s word.
+
+    Apache Pulsar removes a ledger only once every subscription has acknowledged all of it
+    (retention permitting), and the driver acknowledges the subscription through each start
+    before the micro-batch reading from it runs, never further. So when its mark-delete
+    position lies at or before ``start``, the ledger ``start`` lay in held nothing after it,
+    nor did any ledger removed between it and the first entry left: this is a query reading on
+    after retention removed a ledger it had read to its end. A failure to ask, or a broker
+    that does not say, answers False.
+    """
+    try:
+        position = lookup.retrying(
+            lambda: mark_delete_position(lookup, partition, subscription, timeout=lookup.timeout),
+            f"asking {subscription!r} on {partition} where it is acknowledged through",
+        )
+    except PulsarSparkError as exc:
+        log.warning(
+            "subscription %r: could not ask how far %s is acknowledged (%s)",
+            subscription,
+            partition,
+            exc,
+        )
+        return False
+    return position is not None and position.entry <= start.entry
 
 
 def _partition_index(partition: str, refs: Mapping[str, PartitionRef]) -> int:
