@@ -7,9 +7,14 @@ acknowledging anything), which starts right after the last committed message.
 
 pulsar-lite takes a batch-index ack as an ack of the whole entry, so on it an end inside a
 batched entry moves the subscription only through the entry before; what it then holds starts
-at that entry's first message. It also moves a subscription *back* when acknowledged through
-an earlier position (Apache Pulsar ignores such an ack), which is how a subscription "behind"
-the checkpoint is made here.
+at that entry's first message. Apache Pulsar takes the batch index: what it holds starts right
+after the end.
+
+Apache Pulsar refuses a consumer of another type than the one a subscription has attached: a
+Shared consumer looking while the query's Failover consumer acknowledges (or the other way
+round) fails with ConsumerBusy. Looks taken while a query runs are therefore taken in
+``foreachBatch`` (the driver acknowledges on the same thread, before and after), or through the
+admin API's backlog (:func:`holds_nothing`).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -41,11 +48,12 @@ from support.streaming import (
 )
 from support.topics import full, partition_of
 from support.waiting import wait_until
+from support.written import read_topic
 
 from pulsar_spark.client.durable import AttachedConsumer, acknowledge_through
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.commands import ack_set_words
@@ -64,17 +72,53 @@ def values(messages: list[Message]) -> list[bytes]:
     return [m.value for m in messages]
 
 
-def first_held_after(messages: list[Message], end: dict[str, int]) -> list[bytes]:
-    """What a consumer of a subscription acknowledged through ``end`` gets first on
-    pulsar-lite: the next entry's first message after a whole entry; the entry's own first
-    when ``end`` lies inside it (only the entries before are acknowledged); nothing after the
-    last message."""
+def first_held_after(
+    messages: list[Message], end: dict[str, int], *, whole_entries: bool
+) -> list[bytes]:
+    """What a consumer of a subscription acknowledged through ``end`` gets first: the next
+    entry's first message after a whole entry; inside an entry, the message after ``end``, or
+    with ``whole_entries`` (pulsar-lite, where only the entries before are acknowledged) the
+    entry's own first; nothing after the last message."""
     entry = (end["ledgerId"], end["entryId"])
     if end["batchIndex"] < 0:
         rest = [m for m in messages if (m.ledger, m.entry) > entry]
-    else:
+    elif whole_entries:
         rest = [m for m in messages if (m.ledger, m.entry) >= entry]
+    else:
+        rest = [m for m in messages if m.id > (*entry, end["batchIndex"])]
     return values(rest[:1])
+
+
+def subscription_stats(broker: ApacheBroker, topic: str) -> dict[str, Any] | None:
+    """The admin API's statistics of the subscription on ``topic`` (one partition or a
+    non-partitioned topic), backlog counted exactly; None while it does not exist."""
+    stats = broker.admin("GET", f"{admin_path(topic)}/stats?getPreciseBacklog=true")
+    found: dict[str, Any] | None = stats["subscriptions"].get(SUBSCRIPTION)
+    return found
+
+
+def admin_path(topic: str) -> str:
+    return full(topic).replace("persistent://", "/admin/v2/persistent/", 1)
+
+
+def holds_nothing(broker: LocalBroker | ApacheBroker, client: pulsar.Client, topic: str) -> bool:
+    """Whether the subscription holds no message of ``topic``, asked while a query runs: on
+    Apache Pulsar by its backlog (a consumer of ours could refuse the query's, see the module
+    docstring), on pulsar-lite by a Shared consumer beside the query's."""
+    if isinstance(broker, ApacheBroker):
+        stats = subscription_stats(broker, topic)
+        return stats is not None and stats["msgBacklog"] == 0
+    return held(client, topic, kind=pulsar.ConsumerType.Shared) == []
+
+
+def seek_subscription(client: pulsar.Client, topic: str, to: Message) -> None:
+    """Move the subscription by hand, as a user would: a consumer of it seeks to ``to``, the
+    first message it then holds."""
+    consumer = client.subscribe(full(topic), SUBSCRIPTION)
+    try:
+        consumer.seek(pulsar.MessageId(-1, to.ledger, to.entry, -1))
+    finally:
+        consumer.close()
 
 
 def test_each_commit_moves_the_subscription_past_the_committed_messages(
@@ -110,7 +154,7 @@ def test_each_commit_moves_the_subscription_past_the_committed_messages(
 
 
 def test_a_running_query_acknowledges_its_last_micro_batch_on_idle_triggers(
-    streams: Streams, topic_name: str
+    streams: Streams, topic_name: str, broker: LocalBroker | ApacheBroker
 ) -> None:
     """A processing-time query reads five messages and then only has idle triggers: Spark
     commits no further micro-batch, yet the subscription comes to hold nothing while it runs.
@@ -128,7 +172,7 @@ def test_a_running_query_acknowledges_its_last_micro_batch_on_idle_triggers(
         sent = streams.publish(topic_name, drafts(5, "m"))
         wait_until(lambda: len(batches.all()) == 5, "the messages", QUERY_TIMEOUT)
         wait_until(
-            lambda: held(streams.client, topic_name, kind=pulsar.ConsumerType.Shared) == [],
+            lambda: holds_nothing(broker, streams.client, topic_name),
             "the last micro-batch acknowledged",
             QUERY_TIMEOUT,
         )
@@ -144,13 +188,16 @@ def test_a_running_query_acknowledges_its_last_micro_batch_on_idle_triggers(
 
 
 def test_ends_inside_batches_on_partitions(
-    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
+    streams: Streams,
+    pooled_partitioned_topic: Callable[[int], str],
+    broker: LocalBroker | ApacheBroker,
 ) -> None:
     """Batches of five keyed messages on two partitions, read three messages per micro-batch,
     so most micro-batches end inside a batched entry. While micro-batch N runs, what the
-    subscription holds on each partition starts at the first message of the entry holding
-    the first message N reads there (pulsar-lite: only whole entries are acknowledged). After
-    the last commit it holds nothing, on both partitions."""
+    subscription holds on each partition starts at the first message N reads there (on
+    pulsar-lite, where only whole entries are acknowledged, at the first message of its
+    entry). After the last commit it holds nothing, on both partitions."""
+    whole_entries = isinstance(broker, LocalBroker)
     topic = pooled_partitioned_topic(2)
     sent = streams.publish(topic, drafts(40, "b"), batch_size=5)
     per_partition = by_partition(sent)
@@ -183,7 +230,7 @@ def test_ends_inside_batches_on_partitions(
                 expected = values(messages[:1])
             else:
                 ends_inside += previous["batchIndex"] >= 0
-                expected = first_held_after(messages, previous)
+                expected = first_held_after(messages, previous, whole_entries=whole_entries)
             assert seen[batch_id][p] == expected, (batch_id, p, previous)
     assert ends_inside > 0
     for p in (0, 1):
@@ -192,23 +239,20 @@ def test_ends_inside_batches_on_partitions(
 
 @pytest.mark.parametrize("where", ["behind", "ahead"])
 def test_restart_reads_from_the_checkpoint_whatever_the_subscription_says(
-    streams: Streams, topic_name: str, lookup: Lookup, where: str
+    streams: Streams, topic_name: str, where: str
 ) -> None:
     """A query reads six messages and stops; six more are published; then the subscription is
-    moved by hand, behind the checkpoint (through the third message) or ahead of it (through
-    the tenth). The restarted query reads exactly the six new messages, once, and leaves the
-    subscription through the last of them."""
+    moved by hand with a seek, behind the checkpoint (to the fourth message) or ahead of it (to
+    the eleventh). The restarted query reads exactly the six new messages, once, and leaves
+    the subscription through the last of them."""
     first = streams.publish(topic_name, drafts(6, "first"))
     start_query(streams, topic_name, Batches())
     second = streams.publish(topic_name, drafts(6, "second", first=6))
     everything = first + second
 
-    moved_to = 2 if where == "behind" else 9
-    target = everything[moved_to]
-    acknowledge_through(
-        lookup, full(topic_name), SUBSCRIPTION, MessageId(target.ledger, target.entry), timeout=10
-    )
-    assert held(streams.client, topic_name) == values(everything[moved_to + 1 :])
+    moved_to = 3 if where == "behind" else 10
+    seek_subscription(streams.client, topic_name, everything[moved_to])
+    assert held(streams.client, topic_name) == values(everything[moved_to:])
 
     batches = Batches()
     start_query(streams, topic_name, batches)
@@ -442,3 +486,140 @@ def test_ends_inside_batches_are_acknowledged_through_the_batch_index_on_apache_
     whole = {(d.partition, d.ledgerId, d.entryId) for d in sent_acks if not d.ack_set}
     assert before <= whole
     assert {d.partition for d in sent_acks} == {0, 1}
+
+
+def ledgers_of(broker: ApacheBroker, topic: str) -> list[int]:
+    """The ledger ids ``topic`` keeps, oldest first, as the admin API lists them."""
+    stats = broker.admin("GET", f"{admin_path(topic)}/internalStats")
+    return [ledger["ledgerId"] for ledger in stats["ledgers"]]
+
+
+def cursor_of(broker: ApacheBroker, topic: str) -> dict[str, Any]:
+    """The subscription's cursor in the admin API's internal statistics of ``topic``."""
+    cursor: dict[str, Any] = broker.admin("GET", f"{admin_path(topic)}/internalStats")["cursors"][
+        SUBSCRIPTION
+    ]
+    return cursor
+
+
+@pytest.mark.apache
+def test_the_subscription_position_on_apache_pulsar(
+    apache_broker: ApacheBroker, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Four batched entries of five messages read three messages per micro-batch, on Apache
+    Pulsar with batch-index acknowledgements on. While micro-batch N runs, the admin API shows
+    the subscription acknowledged through the previous micro-batch's end: its cursor's
+    mark-delete position is that entry, or the entry before when the end lies inside one (the
+    messages up to the end are acknowledged by batch index, not listed as deleted entries),
+    the backlog counts the entries left, and a consumer of the subscription gets the message
+    right after the end first. After the last commit the backlog is empty."""
+    client = official_client(apache_broker.service_url)
+    try:
+        streams = Streams(spark, apache_broker.service_url, client, tmp_path)
+        topic = full(f"position-{uuid.uuid4().hex[:12]}")
+        sent = streams.publish(topic, drafts(20, "p"), batch_size=5)
+        entries = sorted({(m.ledger, m.entry) for m in sent})
+        assert len(entries) == 4
+        seen: dict[int, tuple[str, str, int, list[bytes]]] = {}
+
+        def look(batch_id: int) -> None:
+            cursor = cursor_of(apache_broker, topic)
+            stats = subscription_stats(apache_broker, topic)
+            assert stats is not None
+            first = held(client, topic, first_only=True)
+            seen[batch_id] = (
+                cursor["markDeletePosition"],
+                cursor["individuallyDeletedMessages"],
+                stats["msgBacklog"],
+                first,
+            )
+
+        batches = Batches()
+        batches.hook = look
+        start_query(streams, topic, batches, maxMessagesPerTrigger="3")
+        assert batches.sizes() == [3, 3, 3, 3, 3, 3, 2]
+        assert batches.all() == sent
+
+        ledger = entries[0][0]
+        ends = {
+            i: json.loads(text)[topic] for i, text in checkpoint_offsets(streams.checkpoint).items()
+        }
+        expected: dict[int, tuple[str, str, int, list[bytes]]] = {
+            0: (f"{ledger}:-1", "[]", 4, [sent[0].value])
+        }
+        for batch_id in range(1, 7):
+            end = ends[batch_id - 1]
+            entry = end["entryId"]
+            inside = end["batchIndex"] >= 0
+            through = entry - 1 if inside else entry
+            expected[batch_id] = (
+                f"{end['ledgerId']}:{through}",
+                "[]",
+                len(entries) - 1 - through,
+                first_held_after(sent, end, whole_entries=False),
+            )
+        assert seen == expected
+        assert sum(end["batchIndex"] >= 0 for end in ends.values()) == 5
+        stats = subscription_stats(apache_broker, topic)
+        assert stats is not None
+        assert stats["msgBacklog"] == 0
+        assert cursor_of(apache_broker, topic)["markDeletePosition"] == f"{ledger}:3"
+        assert held(client, topic) == []
+    finally:
+        client.close()
+
+
+@pytest.mark.apache
+def test_the_subscription_keeps_unread_messages_from_retention(
+    apache_broker: ApacheBroker, spark: SparkSession, tmp_path: Path
+) -> None:
+    """In a namespace that retains nothing (retention 0, deduplication off, whose cursor would
+    hold ledgers too), two topics get ten messages, then, in a new ledger, ten more. A query
+    with the subscription read the first ten of one topic. Once the ledgers are closed and
+    trimmed, that topic keeps only the ledger of the ten it has not read, which the restarted
+    query reads; the other topic, without a subscription, keeps nothing."""
+    namespace = f"public/retain-none-{uuid.uuid4().hex[:8]}"
+    apache_broker.admin("PUT", f"/admin/v2/namespaces/{namespace}", {})
+    apache_broker.admin(
+        "POST",
+        f"/admin/v2/namespaces/{namespace}/retention",
+        {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+    )
+    apache_broker.admin("POST", f"/admin/v2/namespaces/{namespace}/deduplication", False)
+    read, unread = (f"persistent://{namespace}/{name}" for name in ("read", "unread"))
+    client = official_client(apache_broker.service_url)
+
+    def roll_ledgers() -> None:
+        for topic in (read, unread):
+            apache_broker.admin("PUT", f"{admin_path(topic)}/unload")
+
+    try:
+        streams = Streams(spark, apache_broker.service_url, client, tmp_path)
+        first = {topic: streams.publish(topic, drafts(10, "a")) for topic in (read, unread)}
+        batches = Batches()
+        start_query(streams, read, batches)
+        assert batches.all() == first[read]
+        roll_ledgers()
+        second = {
+            topic: streams.publish(topic, drafts(10, "b", first=10)) for topic in (read, unread)
+        }
+        roll_ledgers()
+        for topic in (read, unread):
+            apache_broker.admin("POST", f"{admin_path(topic)}/trim")
+
+        kept = ledgers_of(apache_broker, read)
+        assert first[read][0].ledger not in kept
+        assert second[read][0].ledger in kept
+        assert [g.value for g in read_topic(client, read)] == values(second[read])
+        assert second[unread][0].ledger not in ledgers_of(apache_broker, unread)
+        assert read_topic(client, unread) == []
+        stats = subscription_stats(apache_broker, read)
+        assert stats is not None
+        assert stats["msgBacklog"] == 10
+
+        again = Batches()
+        start_query(streams, read, again)
+        assert again.all() == second[read]
+        assert held(client, read) == []
+    finally:
+        client.close()
