@@ -44,6 +44,7 @@ pytest_plugins = [
     "support.fixtures",
     "support.broker_fixtures",
     "support.apache_fixtures",
+    "support.apache_secure",
     "support.tubemq_fixtures",
 ]
 

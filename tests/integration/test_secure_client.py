@@ -1,10 +1,13 @@
 """The client layer on secured clusters: TLS (one-way and mutual), token, basic and OAuth2
-authentication, refresh challenges, and every failure a user can meet, each a clear error
-within a bounded time.
+authentication, authorization, refresh challenges, listener names, and every failure a user
+can meet, each a clear error within a bounded time.
 
-The broker is pulsar-lite behind the test proxy (tests/broker_proxy.py), which terminates TLS
-with Python's ssl module (OpenSSL) and checks credentials the way an Apache broker does. What
-our producer writes through it, the official client reads back from the broker directly.
+The cluster is Apache Pulsar secured as in production (``secure_apache``, see
+tests/support/apache_secure.py): what our producer writes through it, the official client
+reads back from the same broker as its superuser. The test proxy (tests/broker_proxy.py)
+stays for what that broker cannot be made to do on demand: serve an expired or wrong-host
+certificate, leave the TLS address out of a lookup answer, and show the TLS server name a
+client sends through an SNI proxy.
 """
 
 from __future__ import annotations
@@ -15,9 +18,18 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from broker_proxy import AUTH_FAILED_MESSAGE, ApacheAnswers, AuthPolicy, BrokerProxy, apache_proxy
+from broker_proxy import BrokerProxy, apache_proxy
 from broker_proxy import server_tls_context as server_tls
 from support import tokens
+from support.apache_secure import (
+    BASIC_PASSWORD,
+    BASIC_USER,
+    EXTERNAL_LISTENER,
+    OAUTH2_AUDIENCE,
+    OUTSIDER_ROLE,
+    TOKEN_ROLE,
+    SecureApache,
+)
 from support.certs import TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server
@@ -31,25 +43,28 @@ from pulsar_spark.client.auth import (
     TlsAuthentication,
     TokenAuthentication,
 )
-from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.lookup import Lookup, TopicOwner
 from pulsar_spark.client.oauth2 import OAuth2Authentication
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
 from pulsar_spark.errors import (
     AuthenticationError,
+    AuthorizationError,
     BrokerUnreachableError,
     ConnectionClosedError,
     CredentialsError,
     TlsError,
     TopicLookupError,
 )
-from pulsar_spark.local import LocalBroker
-from pulsar_spark.protocol import pb
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration
+
+AUTH_FAILED = "Failed to authenticate"
+"""The message of Apache's CommandError for every refused login, whatever the reason."""
 
 
 @pytest.fixture
@@ -66,17 +81,21 @@ def lookup_for(
     tls: TlsSettings | None = None,
     auth: Authentication = NO_AUTH,
     timeout: float = 5.0,
+    listener: str | None = None,
 ) -> Lookup:
     settings = ClientSettings(
         service_url=url,
         operation_timeout=timeout,
+        listener_name=listener,
         connection=ConnectionSettings(tls=tls, auth=auth, connect_timeout=timeout),
     )
     return Lookup(settings, pool)
 
 
-def write_and_read_back(lookup: Lookup, broker: LocalBroker, topic: str, count: int = 20) -> None:
-    """Send ``count`` messages through ``lookup``; the official client reads every one back."""
+def write_and_read_back(
+    lookup: Lookup, official: pulsar.Client, topic: str, count: int = 20
+) -> None:
+    """Send ``count`` messages through ``lookup``; ``official`` reads every one back."""
     values = [f"{topic}-{i}".encode() for i in range(count)]
     producer = Producer.create(lookup, full_topic_name(topic))
     try:
@@ -85,9 +104,6 @@ def write_and_read_back(lookup: Lookup, broker: LocalBroker, topic: str, count: 
         producer.flush()
     finally:
         producer.close()
-    official = pulsar.Client(
-        broker.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
     try:
         reader = official.create_reader(topic, pulsar.MessageId.earliest)
         received = [reader.read_next(5000) for _ in values]
@@ -98,40 +114,78 @@ def write_and_read_back(lookup: Lookup, broker: LocalBroker, topic: str, count: 
         official.close()
 
 
+def plain_client(broker: LocalBroker | ApacheBroker) -> pulsar.Client:
+    """An official client of an unsecured broker."""
+    return pulsar.Client(broker.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+
+
 def elapsed_since(started: float) -> float:
     return time.monotonic() - started
+
+
+def tls_of(test_certs: TestCerts) -> TlsSettings:
+    return TlsSettings(trust_certs_file=str(test_certs.ca))
+
+
+def secure_lookup(
+    pool: ConnectionPool,
+    secure: SecureApache,
+    test_certs: TestCerts,
+    auth: Authentication,
+    listener: str | None = None,
+) -> Lookup:
+    """A lookup on the secured broker's TLS port, logged in with ``auth``."""
+    return lookup_for(pool, secure.tls_url, tls=tls_of(test_certs), auth=auth, listener=listener)
+
+
+def refusal(secure: SecureApache, plugin: str) -> str:
+    """The connector's error when the secured broker refuses the credentials of ``plugin``."""
+    return (
+        f"AuthenticationError (server error 3): broker {secure.address} rejected the "
+        f"credentials of auth plugin {plugin}: {AUTH_FAILED}"
+    )
+
+
+def token_lookup(
+    pool: ConnectionPool, secure: SecureApache, test_certs: TestCerts, listener: str | None = None
+) -> Lookup:
+    """A lookup on the TLS port logged in with a token of the granted role."""
+    return secure_lookup(
+        pool, secure, test_certs, TokenAuthentication(token=secure.token()), listener
+    )
 
 
 # --- TLS ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.apache
 def test_tls_round_trip_with_the_test_ca(
-    pool: ConnectionPool,
-    tls_proxy: BrokerProxy,
-    test_certs: TestCerts,
-    broker: LocalBroker,
-    topic_name: str,
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
 ) -> None:
-    lookup = lookup_for(pool, tls_proxy.url, tls=TlsSettings(trust_certs_file=str(test_certs.ca)))
-    write_and_read_back(lookup, broker, topic_name)
-    connection = lookup.service_connection()
-    assert connection.address.port == int(tls_proxy.url.rsplit(":", 1)[1])
+    lookup = token_lookup(pool, secure_apache, test_certs)
+    write_and_read_back(lookup, secure_apache.official_client(), topic_name)
+    assert lookup.service_connection().address == BrokerAddress(
+        "127.0.0.1", int(secure_apache.address.rsplit(":", 1)[1])
+    )
 
 
+@pytest.mark.apache
 def test_tls_with_an_unknown_ca_fails_naming_address_and_trust_file(
-    pool: ConnectionPool, tls_proxy: BrokerProxy, test_certs: TestCerts
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts
 ) -> None:
     lookup = lookup_for(
-        pool, tls_proxy.url, tls=TlsSettings(trust_certs_file=str(test_certs.other_ca))
+        pool,
+        secure_apache.tls_url,
+        tls=TlsSettings(trust_certs_file=str(test_certs.other_ca)),
+        auth=TokenAuthentication(token=secure_apache.token()),
     )
-    address = tls_proxy.url.removeprefix("pulsar+ssl://")
     started = time.monotonic()
     with pytest.raises(TlsError) as info:
         lookup.partitions("persistent://public/default/any")
     assert elapsed_since(started) < 2.0
     assert str(info.value) == (
-        f"TLS handshake with {address} failed: the broker's certificate was not accepted: "
-        f"unable to get local issuer certificate (trusted: {test_certs.other_ca})"
+        f"TLS handshake with {secure_apache.address} failed: the broker's certificate was not "
+        f"accepted: unable to get local issuer certificate (trusted: {test_certs.other_ca})"
     )
     assert not info.value.retriable
 
@@ -144,12 +198,18 @@ def test_tls_with_an_unknown_ca_fails_naming_address_and_trust_file(
     ],
 )
 def test_tls_refuses_bad_server_certificates(
-    pool: ConnectionPool, broker: LocalBroker, test_certs: TestCerts, which: str, reason: str
+    pool: ConnectionPool,
+    broker: LocalBroker | ApacheBroker,
+    test_certs: TestCerts,
+    which: str,
+    reason: str,
 ) -> None:
+    """The test proxy serves the broken certificates (a broker with each would be a start of
+    its own); the client refuses them before a byte of the protocol is sent."""
     cert, key = getattr(test_certs, f"{which}_cert"), getattr(test_certs, f"{which}_key")
     proxy = BrokerProxy((broker.host, broker.port), tls=server_tls(cert, key))
     try:
-        lookup = lookup_for(pool, proxy.url, tls=TlsSettings(trust_certs_file=str(test_certs.ca)))
+        lookup = lookup_for(pool, proxy.url, tls=tls_of(test_certs))
         with pytest.raises(TlsError) as info:
             lookup.partitions("persistent://public/default/any")
         address = proxy.url.removeprefix("pulsar+ssl://")
@@ -162,7 +222,10 @@ def test_tls_refuses_bad_server_certificates(
 
 
 def test_hostname_verification_can_be_turned_off_and_insecure_accepts_anything(
-    pool: ConnectionPool, broker: LocalBroker, test_certs: TestCerts, topic_name: str
+    pool: ConnectionPool,
+    broker: LocalBroker | ApacheBroker,
+    test_certs: TestCerts,
+    topic_name: str,
 ) -> None:
     proxy, _ = apache_proxy(
         (broker.host, broker.port),
@@ -172,18 +235,17 @@ def test_hostname_verification_can_be_turned_off_and_insecure_accepts_anything(
         no_hostname = TlsSettings(trust_certs_file=str(test_certs.ca), verify_hostname=False)
         assert lookup_for(pool, proxy.url, tls=no_hostname).partitions(topic_name) == 0
         insecure = TlsSettings(trust_certs_file=str(test_certs.other_ca), allow_insecure=True)
-        write_and_read_back(lookup_for(pool, proxy.url, tls=insecure), broker, topic_name, 3)
+        lookup = lookup_for(pool, proxy.url, tls=insecure)
+        write_and_read_back(lookup, plain_client(broker), topic_name, 3)
     finally:
         proxy.close()
 
 
 def test_plain_broker_behind_a_tls_url_fails_fast(
-    pool: ConnectionPool, broker: LocalBroker, test_certs: TestCerts
+    pool: ConnectionPool, broker: LocalBroker | ApacheBroker, test_certs: TestCerts
 ) -> None:
     url = f"pulsar+ssl://{broker.host}:{broker.port}"
-    lookup = lookup_for(
-        pool, url, tls=TlsSettings(trust_certs_file=str(test_certs.ca)), timeout=2.0
-    )
+    lookup = lookup_for(pool, url, tls=tls_of(test_certs), timeout=2.0)
     started = time.monotonic()
     with pytest.raises(TlsError) as info:
         lookup.partitions("persistent://public/default/any")
@@ -195,29 +257,32 @@ def test_plain_broker_behind_a_tls_url_fails_fast(
     )
 
 
-def test_plain_url_to_a_tls_port_fails_fast(pool: ConnectionPool, tls_proxy: BrokerProxy) -> None:
-    address = tls_proxy.url.removeprefix("pulsar+ssl://")
-    lookup = lookup_for(pool, f"pulsar://{address}", timeout=2.0)
+@pytest.mark.apache
+def test_plain_url_to_a_tls_port_fails_fast(
+    pool: ConnectionPool, secure_apache: SecureApache
+) -> None:
+    """Apache closes a connection whose first bytes are not a TLS handshake."""
+    lookup = lookup_for(pool, f"pulsar://{secure_apache.address}", timeout=2.0)
     started = time.monotonic()
-    with pytest.raises((TlsError, BrokerUnreachableError)) as info:
+    with pytest.raises(BrokerUnreachableError) as info:
         lookup.partitions("persistent://public/default/any")
     assert elapsed_since(started) < 3.0
-    assert str(info.value) in (
-        f"{address} answered CONNECT with TLS: it is a TLS port, use pulsar+ssl://",
-        f"broker at {address} closed the connection on CONNECT (if that port expects TLS, use "
-        "pulsar+ssl://)",
+    assert str(info.value) == (
+        f"broker at {secure_apache.address} closed the connection on CONNECT (if that port "
+        "expects TLS, use pulsar+ssl://)"
     )
 
 
 def test_lookup_without_a_tls_url_is_an_error_not_plain_text(
-    pool: ConnectionPool, broker: LocalBroker, test_certs: TestCerts
+    pool: ConnectionPool, broker: LocalBroker | ApacheBroker, test_certs: TestCerts
 ) -> None:
+    """A broker with a TLS port always advertises it; the test proxy leaves it out."""
     proxy, answers = apache_proxy(
         (broker.host, broker.port), tls=server_tls(test_certs.server_cert, test_certs.server_key)
     )
     answers.advertise_tls_url = False
     try:
-        lookup = lookup_for(pool, proxy.url, tls=TlsSettings(trust_certs_file=str(test_certs.ca)))
+        lookup = lookup_for(pool, proxy.url, tls=tls_of(test_certs))
         with pytest.raises(TopicLookupError) as info:
             lookup.owner("persistent://public/default/x")
         assert str(info.value) == (
@@ -232,249 +297,286 @@ def test_lookup_without_a_tls_url_is_an_error_not_plain_text(
 # --- mutual TLS ---------------------------------------------------------------------------------
 
 
-def test_mutual_tls_authenticates_as_the_certificate(
-    pool: ConnectionPool,
-    mtls_proxy: BrokerProxy,
-    test_certs: TestCerts,
-    broker: LocalBroker,
-    topic_name: str,
-) -> None:
-    assert mtls_proxy.auth is not None
-    accepted_before = len(mtls_proxy.auth.accepted)
+def mtls(test_certs: TestCerts) -> tuple[TlsSettings, TlsAuthentication]:
     tls = TlsSettings(
         trust_certs_file=str(test_certs.ca),
         cert_file=str(test_certs.client_cert),
         key_file=str(test_certs.client_key),
     )
-    auth = TlsAuthentication(cert_file=tls.cert_file or "", key_file=tls.key_file or "")
-    write_and_read_back(lookup_for(pool, mtls_proxy.url, tls=tls, auth=auth), broker, topic_name)
-    assert set(mtls_proxy.auth.accepted[accepted_before:]) == {("tls", "spark-client")}
-
-
-def test_mutual_tls_without_a_client_certificate_is_refused(
-    pool: ConnectionPool, mtls_proxy: BrokerProxy, test_certs: TestCerts
-) -> None:
-    lookup = lookup_for(
-        pool, mtls_proxy.url, tls=TlsSettings(trust_certs_file=str(test_certs.ca)), timeout=3.0
+    return tls, TlsAuthentication(
+        cert_file=str(test_certs.client_cert), key_file=str(test_certs.client_key)
     )
+
+
+@pytest.mark.apache
+def test_mutual_tls_authenticates_as_the_certificate(
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
+) -> None:
+    """The certificate is the only credential: its CN (``spark-client``) is the role the
+    broker authorizes to produce."""
+    tls, auth = mtls(test_certs)
+    lookup = lookup_for(pool, secure_apache.tls_url, tls=tls, auth=auth)
+    write_and_read_back(lookup, secure_apache.official_client(), topic_name)
+
+
+@pytest.mark.apache
+def test_no_credentials_on_a_secured_broker_is_refused(
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts
+) -> None:
+    """No client certificate and no other credentials: Apache refuses the CONNECT."""
+    lookup = lookup_for(pool, secure_apache.tls_url, tls=tls_of(test_certs), timeout=3.0)
     started = time.monotonic()
-    with pytest.raises(TlsError) as info:
+    with pytest.raises(AuthenticationError) as info:
         lookup.partitions("persistent://public/default/any")
-    assert elapsed_since(started) < 3.5
-    address = mtls_proxy.url.removeprefix("pulsar+ssl://")
-    assert str(info.value).startswith(f"TLS with {address} failed during CONNECT: ")
-    assert "CERTIFICATE_REQUIRED" in str(info.value)
+    assert elapsed_since(started) < 2.0
+    assert str(info.value) == refusal(secure_apache, "AuthenticationDisabled (method None)")
 
 
 # --- token -------------------------------------------------------------------------------------
 
 
-def tls_of(test_certs: TestCerts) -> TlsSettings:
-    return TlsSettings(trust_certs_file=str(test_certs.ca))
-
-
-def test_token_from_a_file(  # noqa: PLR0917
+@pytest.mark.apache
+def test_token_from_a_file(
     pool: ConnectionPool,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     test_certs: TestCerts,
-    token_secret: bytes,
-    broker: LocalBroker,
     topic_name: str,
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "token"
-    path.write_text(tokens.sign("reader-1", token_secret, time.time() + 600))
+    path.write_text(secure_apache.token())
     auth = TokenAuthentication(path=str(path))
-    lookup = lookup_for(pool, token_proxy.url, tls=tls_of(test_certs), auth=auth)
-    write_and_read_back(lookup, broker, topic_name)
-    assert token_proxy.auth is not None
-    assert ("token", "reader-1") in token_proxy.auth.accepted
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
+    write_and_read_back(lookup, secure_apache.official_client(), topic_name)
 
 
-def test_wrong_token_fails_at_once_naming_broker_and_plugin(
-    pool: ConnectionPool, token_proxy: BrokerProxy, test_certs: TestCerts
+@pytest.mark.apache
+@pytest.mark.parametrize("case", ["wrong_secret", "expired"])
+def test_bad_token_fails_at_once_naming_broker_and_plugin(
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, case: str
 ) -> None:
-    forged = tokens.sign("intruder", b"not-the-secret", time.time() + 600)
-    lookup = lookup_for(
-        pool, token_proxy.url, tls=tls_of(test_certs), auth=TokenAuthentication(token=forged)
-    )
+    bad = {
+        "wrong_secret": tokens.sign(TOKEN_ROLE, b"not-the-secret-" * 3, time.time() + 600),
+        "expired": secure_apache.token(lifetime=-60),
+    }[case]
+    auth = TokenAuthentication(token=bad)
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
     started = time.monotonic()
     with pytest.raises(AuthenticationError) as info:
         lookup.partitions("persistent://public/default/any")
     assert elapsed_since(started) < 2.0
-    address = token_proxy.url.removeprefix("pulsar+ssl://")
-    assert str(info.value) == (
-        f"AuthenticationError (server error 3): broker {address} rejected the credentials of "
-        f"auth plugin AuthenticationToken (method 'token'): {AUTH_FAILED_MESSAGE}"
-    )
-    assert forged not in str(info.value)
+    assert str(info.value) == refusal(secure_apache, "AuthenticationToken (method 'token')")
     assert not info.value.retriable
+    assert bad not in str(info.value)
+    assert bad not in secure_apache.log()
 
 
+@pytest.mark.apache
 def test_refresh_challenge_is_answered_with_the_token_file_read_again(
     pool: ConnectionPool,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     test_certs: TestCerts,
-    token_secret: bytes,
     tmp_path: Path,
 ) -> None:
-    """The first token expires after 1.5 s; the file then holds a fresh one, which the
-    connection sends when the proxy (as Apache's refresh check) challenges it."""
-    assert token_proxy.auth is not None
-    policy = token_proxy.auth
+    """The first token expires after 3 s; the file then holds a fresh one, which the
+    connection sends when the broker's refresh check challenges it: the connection stays."""
+    role = "refresher"
+    secure_apache.grant(role)
     path = tmp_path / "token"
-    path.write_text(tokens.sign("refresher", token_secret, time.time() + 1.5))
-    lookup = lookup_for(
-        pool, token_proxy.url, tls=tls_of(test_certs), auth=TokenAuthentication(path=str(path))
+    path.write_text(secure_apache.token(role, lifetime=3))
+    lookup = secure_lookup(
+        pool,
+        secure_apache,
+        test_certs,
+        TokenAuthentication(path=str(path)),
     )
     connection = lookup.service_connection()
-    assert lookup.partitions("persistent://public/default/part3") == 3
-    accepted_before = policy.responses_accepted
-    path.write_text(tokens.sign("refresher", token_secret, time.time() + 600))
-    wait_until(lambda: policy.responses_accepted > accepted_before, "the refresh answer")
-    time.sleep(0.5)  # past the grace period of a challenge that had no valid answer
-    assert lookup.partitions("persistent://public/default/part3") == 3
+    assert lookup.partitions("persistent://public/default/any") == 0
+    refreshed = secure_apache.refreshes(role)
+    path.write_text(secure_apache.token(role))
+    wait_until(lambda: secure_apache.refreshes(role) > refreshed, "the refresh answer", timeout=15)
+    assert lookup.partitions("persistent://public/default/any") == 0
     assert lookup.service_connection() is connection
     assert not connection.closed
 
 
-def test_unreadable_token_file_at_a_challenge_fails_the_connection(
+@pytest.mark.apache
+@pytest.mark.parametrize("case", ["expired", "unreadable"])
+def test_token_file_that_cannot_answer_a_challenge_fails_the_connection(
     pool: ConnectionPool,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     test_certs: TestCerts,
-    token_secret: bytes,
     tmp_path: Path,
+    case: str,
 ) -> None:
-    assert token_proxy.auth is not None
+    """The file still holds the expired token (Apache refuses the answer and closes the
+    connection) or is gone (the client cannot answer): the connection says why."""
     path = tmp_path / "token"
-    path.write_text(tokens.sign("vanishing", token_secret, time.time() + 600))
-    lookup = lookup_for(
-        pool, token_proxy.url, tls=tls_of(test_certs), auth=TokenAuthentication(path=str(path))
-    )
+    path.write_text(secure_apache.token(lifetime=2))
+    lookup = secure_lookup(pool, secure_apache, test_certs, TokenAuthentication(path=str(path)))
     connection = lookup.service_connection()
-    path.unlink()
-    token_proxy.auth.challenge_all()
-    wait_until(lambda: connection.closed, "the connection to fail")
+    if case == "unreadable":
+        path.unlink()
+    wait_until(lambda: connection.closed, "the connection to fail", timeout=15)
     with pytest.raises(ConnectionClosedError) as info:
         connection.request(lambda rid: b"", what="anything", timeout=1.0)
-    assert isinstance(info.value.__cause__, CredentialsError)
-    assert str(info.value.__cause__) == (
-        f"cannot read the token file {path}: No such file or directory"
+    cause = info.value.__cause__
+    if case == "expired":
+        assert isinstance(cause, AuthenticationError)
+        assert str(cause) == refusal(secure_apache, "AuthenticationToken (method 'token')")
+    else:
+        assert isinstance(cause, CredentialsError)
+        assert str(cause) == f"cannot read the token file {path}: No such file or directory"
+
+
+# --- authorization -----------------------------------------------------------------------------
+
+
+@pytest.mark.apache
+def test_role_without_permission_gets_an_authorization_error(
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
+) -> None:
+    auth = TokenAuthentication(token=secure_apache.token(OUTSIDER_ROLE))
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
+    topic = full_topic_name(topic_name)
+    with pytest.raises(AuthorizationError) as info:
+        lookup.partitions(topic)
+    assert str(info.value) == (
+        f"AuthorizationError (server error 4): partitioned metadata of {topic}: Client is not "
+        "authorized to Get Partition Metadata"
     )
+    with pytest.raises(AuthorizationError) as info:
+        Producer.create(lookup, topic)
+    assert str(info.value) == (
+        f"AuthorizationError (server error 4): lookup of {topic}: Client is not authorized to "
+        "Lookup"
+    )
+    assert not info.value.retriable
 
 
 # --- basic -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def basic_proxy(broker: LocalBroker, test_certs: TestCerts) -> Iterator[BrokerProxy]:
-    proxy, _ = apache_proxy(
-        (broker.host, broker.port),
-        tls=server_tls(test_certs.server_cert, test_certs.server_key),
-        auth=AuthPolicy(basic_users={"spark": "s3cret-pass"}),
-    )
-    yield proxy
-    proxy.close()
-
-
+@pytest.mark.apache
 def test_basic_authentication(
-    pool: ConnectionPool,
-    basic_proxy: BrokerProxy,
-    test_certs: TestCerts,
-    broker: LocalBroker,
-    topic_name: str,
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
 ) -> None:
-    auth = BasicAuthentication(user_id="spark", password="s3cret-pass")
-    write_and_read_back(
-        lookup_for(pool, basic_proxy.url, tls=tls_of(test_certs), auth=auth), broker, topic_name
-    )
-    assert basic_proxy.auth is not None
-    assert ("basic", "spark") in basic_proxy.auth.accepted
+    auth = BasicAuthentication(user_id=BASIC_USER, password=BASIC_PASSWORD)
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
+    write_and_read_back(lookup, secure_apache.official_client(), topic_name)
 
 
+@pytest.mark.apache
 def test_wrong_password_is_refused_without_showing_it(
-    pool: ConnectionPool, basic_proxy: BrokerProxy, test_certs: TestCerts
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts
 ) -> None:
-    auth = BasicAuthentication(user_id="spark", password="wrong-pass-123")
+    auth = BasicAuthentication(user_id=BASIC_USER, password="wrong-pass-123")
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
     with pytest.raises(AuthenticationError) as info:
-        lookup_for(pool, basic_proxy.url, tls=tls_of(test_certs), auth=auth).partitions("x")
-    assert "wrong-pass-123" not in str(info.value)
-    assert "auth plugin AuthenticationBasic (method 'basic')" in str(info.value)
+        lookup.partitions("x")
+    assert str(info.value) == refusal(secure_apache, "AuthenticationBasic (method 'basic')")
+    assert "wrong-pass-123" not in secure_apache.log()
 
 
 # --- OAuth2 ------------------------------------------------------------------------------------
 
 
-def oauth2_auth(server: OAuth2Server, tmp_path: Path, secret: str) -> OAuth2Authentication:
+def oauth2_auth(
+    server: OAuth2Server, tmp_path: Path, secret: str, audience: str = OAUTH2_AUDIENCE
+) -> OAuth2Authentication:
     key = server.write_credentials_file(tmp_path / "credentials.json", OAUTH2_CLIENT_ID, secret)
     return OAuth2Authentication(
-        issuer_url=server.issuer_url, private_key=f"file://{key}", audience="urn:pulsar-test"
+        issuer_url=server.issuer_url, private_key=f"file://{key}", audience=audience
     )
 
 
+@pytest.mark.apache
 def test_oauth2_token_is_fetched_cached_and_renewed(  # noqa: PLR0917
     pool: ConnectionPool,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     oauth2_server: OAuth2Server,
     test_certs: TestCerts,
-    broker: LocalBroker,
     topic_name: str,
     tmp_path: Path,
 ) -> None:
-    assert token_proxy.auth is not None
-    policy = token_proxy.auth
-    lifetime, oauth2_server.lifetime = oauth2_server.lifetime, 2
+    """The issuer's tokens live 3 s: the broker's refresh check challenges the connection,
+    which answers with a token fetched anew; it stays open."""
+    lifetime, oauth2_server.lifetime = oauth2_server.lifetime, 3
     try:
         auth = oauth2_auth(oauth2_server, tmp_path, OAUTH2_CLIENT_SECRET)
         served_before = oauth2_server.requests.served
-        lookup = lookup_for(pool, token_proxy.url, tls=tls_of(test_certs), auth=auth)
-        write_and_read_back(lookup, broker, topic_name, 5)
+        lookup = secure_lookup(pool, secure_apache, test_certs, auth)
+        write_and_read_back(lookup, secure_apache.official_client(), topic_name, 5)
         assert oauth2_server.requests.served == served_before + 1  # one token for both connections
         form = oauth2_server.requests.last_form
         assert form["grant_type"] == "client_credentials"
         assert form["client_id"] == OAUTH2_CLIENT_ID
-        assert form["audience"] == "urn:pulsar-test"
-        answered = policy.responses_accepted
-        wait_until(lambda: policy.responses_accepted > answered, "the expired token's renewal")
+        assert form["audience"] == OAUTH2_AUDIENCE
+        connection = lookup.service_connection()
+        refreshed = secure_apache.refreshes(OAUTH2_CLIENT_ID)
+        wait_until(
+            lambda: secure_apache.refreshes(OAUTH2_CLIENT_ID) > refreshed,
+            "the expired token's renewal",
+            timeout=15,
+        )
         assert oauth2_server.requests.served >= served_before + 2
-        assert lookup.partitions("persistent://public/default/part2") == 2
+        assert lookup.partitions(secure_apache.new_partitioned_topic(2)) == 2
+        assert lookup.service_connection() is connection
     finally:
         oauth2_server.lifetime = lifetime
 
 
-def test_oauth2_with_a_wrong_secret_is_a_credentials_error(
+@pytest.mark.apache
+@pytest.mark.parametrize("case", ["wrong_secret", "other_audience"])
+def test_oauth2_refusals(  # noqa: PLR0917
     pool: ConnectionPool,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     oauth2_server: OAuth2Server,
     test_certs: TestCerts,
     tmp_path: Path,
+    case: str,
 ) -> None:
-    auth = oauth2_auth(oauth2_server, tmp_path, "not-the-secret")
-    lookup = lookup_for(pool, token_proxy.url, tls=tls_of(test_certs), auth=auth)
-    with pytest.raises(CredentialsError) as info:
+    """The issuer refuses a wrong secret; a token it signed for another audience, the broker."""
+    if case == "wrong_secret":
+        auth = oauth2_auth(oauth2_server, tmp_path, "not-the-secret")
+    else:
+        auth = oauth2_auth(oauth2_server, tmp_path, OAUTH2_CLIENT_SECRET, "urn:elsewhere")
+    lookup = secure_lookup(pool, secure_apache, test_certs, auth)
+    with pytest.raises((CredentialsError, AuthenticationError)) as info:
         lookup.partitions("persistent://public/default/any")
-    endpoint = oauth2_server.token_endpoint
-    assert str(info.value) == (
-        f"the token endpoint {endpoint} (client id '{OAUTH2_CLIENT_ID}') refused: HTTP 401 "
-        "(invalid_client)"
+    assert (
+        str(info.value)
+        == {
+            "wrong_secret": (
+                f"the token endpoint {oauth2_server.token_endpoint} (client id "
+                f"'{OAUTH2_CLIENT_ID}') refused: HTTP 401 (invalid_client)"
+            ),
+            "other_audience": refusal(secure_apache, "AuthenticationOAuth2 (method 'token')"),
+        }[case]
     )
-    assert "not-the-secret" not in str(info.value)
+    assert type(info.value) is {"wrong_secret": CredentialsError}.get(case, AuthenticationError)
 
 
-# --- SNI routing --------------------------------------------------------------------------------
+# --- SNI routing and listener names -------------------------------------------------------------
 
 
 def test_sni_proxy_carries_every_connection_and_names_the_broker(
-    pool: ConnectionPool, broker: LocalBroker, test_certs: TestCerts, topic_name: str
+    pool: ConnectionPool, lite_broker: LocalBroker, test_certs: TestCerts, topic_name: str
 ) -> None:
     """``proxyServiceUrl`` + ``proxyProtocol=SNI``: TCP goes to the proxy, the TLS server name
-    is the broker the connection is for (the service URL's host, then the lookup's)."""
+    is the broker the connection is for (the service URL's host, then the lookup's).
+
+    Only the test proxy, which ends TLS, can show the server names a client sends, and it runs
+    in front of pulsar-lite alone: Apache Pulsar's standalone answers every lookup with
+    ``proxyThroughServiceUrl`` (it expects clients to keep using the service URL), so behind
+    it no connection would be for the lookup's broker, as it is on a production cluster.
+    """
     names: list[str | None] = []
     context = server_tls(test_certs.server_cert, test_certs.server_key)
     context.sni_callback = lambda _sock, name, _context: names.append(name)  # type: ignore[assignment,misc,return-value]
-    proxy, _ = apache_proxy((broker.host, broker.port), tls=context)
+    proxy, _ = apache_proxy((lite_broker.host, lite_broker.port), tls=context)
     try:
-        closed = BrokerProxy((broker.host, broker.port))  # a port nothing will answer on
+        closed = BrokerProxy((lite_broker.host, lite_broker.port))  # a port nothing answers on
         unused_port = int(closed.url.rsplit(":", 1)[1])
         closed.close()
         address = proxy.url.removeprefix("pulsar+ssl://")
@@ -488,31 +590,25 @@ def test_sni_proxy_carries_every_connection_and_names_the_broker(
                 sni_proxy=BrokerAddress(host, int(port)),
             ),
         )
-        write_and_read_back(Lookup(settings, pool), broker, topic_name, 5)
+        write_and_read_back(Lookup(settings, pool), plain_client(lite_broker), topic_name, 5)
         assert names[0] == "localhost"  # the service URL's host
         assert set(names[1:]) == {None}  # 127.0.0.1, the lookup's answer: no SNI for an IP
     finally:
         proxy.close()
 
 
+@pytest.mark.apache
 def test_listener_name_goes_into_every_lookup(
-    pool: ConnectionPool, broker: LocalBroker, topic_name: str
+    pool: ConnectionPool, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
 ) -> None:
-    answers = ApacheAnswers()
-    asked: list[str] = []
-
-    def rewrite(command: pb.BaseCommand) -> bool:
-        if command.type == pb.BaseCommand.Type.LOOKUP:
-            asked.append(command.lookupTopic.advertised_listener_name)
-        return answers(command)
-
-    proxy = BrokerProxy((broker.host, broker.port), rewrite)
-    answers.url = proxy.url
-    try:
-        settings = ClientSettings(
-            service_url=proxy.url, operation_timeout=5.0, listener_name="external"
-        )
-        write_and_read_back(Lookup(settings, pool), broker, topic_name, 3)
-        assert asked == ["external"]
-    finally:
-        proxy.close()
+    """The broker advertises two listeners on the same ports: ``internal`` as 127.0.0.1 and
+    ``external`` as localhost. A lookup names the one the client asked for; the standalone
+    has the client keep its service URL and name that broker in CONNECT."""
+    topic = full_topic_name(topic_name)
+    tls_port = secure_apache.address.rsplit(":", 1)[1]
+    service = BrokerAddress("127.0.0.1", int(tls_port))
+    internal = token_lookup(pool, secure_apache, test_certs)
+    assert internal.owner(topic) == TopicOwner(service, f"127.0.0.1:{tls_port}")
+    external = token_lookup(pool, secure_apache, test_certs, listener=EXTERNAL_LISTENER)
+    assert external.owner(topic) == TopicOwner(service, f"localhost:{tls_port}")
+    write_and_read_back(external, secure_apache.official_client(), topic_name, 3)

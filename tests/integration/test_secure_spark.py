@@ -1,15 +1,18 @@
-"""Spark end to end on secured clusters: batch write, batch read and an AvailableNow stream,
-over TLS with a token and over mutual TLS, through the proxy that terminates TLS and checks
-credentials as Apache Pulsar does (tests/broker_proxy.py). The official client publishes what
-Spark reads and reads back what Spark writes, from the broker directly.
+"""Spark end to end on a secured Apache Pulsar cluster: batch write, batch read and an
+AvailableNow stream over TLS, logged in with a token, a client certificate, basic credentials
+or an OAuth2 issuer's token, each a role the broker authorizes (``secure_apache``, see
+tests/support/apache_secure.py). The official client, logged in as the superuser, publishes
+what Spark reads and reads back what Spark writes.
 
-The stream's token lives 2 s and is renewed in its file every 0.5 s, so the proxy challenges
-the connections mid-query and they answer with the file read again; nothing may be lost or
-repeated. No secret may show in ``explain()``, the query's progress or an error.
+The stream's token lives 3 s and is renewed in its file every second, so the broker's refresh
+check (every 2 s) challenges the connections mid-query and they answer with the file read
+again; nothing may be lost or repeated. A role without permission gets AuthorizationError.
+No secret may show in ``explain()``, the query's progress, an error or the broker's log.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,30 +21,40 @@ from typing import Any
 
 import pulsar
 import pytest
-from broker_proxy import BrokerProxy
 from pyspark.sql import DataFrame, SparkSession
 from support import tokens
+from support.apache_secure import (
+    BASIC_PASSWORD,
+    BASIC_USER,
+    OAUTH2_AUDIENCE,
+    OUTSIDER_ROLE,
+    TOKEN_ROLE,
+    SecureApache,
+)
 from support.certs import TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server
 from support.readme import example
+from support.waiting import wait_until
 
 from pulsar_spark.jobs import topic_to_parquet
-from pulsar_spark.local import LocalBroker
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
 
 NS = "persistent://public/default/"
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
+BASIC_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationBasic"
+OAUTH2_PLUGIN = "org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2"
 QUERY_TIMEOUT = 120
+KINDS = ("token", "mtls", "basic", "oauth2")
+"""Every way to log in that a test runs with."""
 
 
 class Secured:
-    """Options reaching one secure proxy, plus a way to renew the token mid-query."""
+    """Options reaching the secured broker with one kind of credentials."""
 
-    def __init__(self, proxy: BrokerProxy, options: dict[str, str]) -> None:
-        self.proxy = proxy
+    def __init__(self, options: dict[str, str]) -> None:
         self.options = options
 
     def reader(self, spark: SparkSession, topic: str, *, stream: bool = False) -> DataFrame:
@@ -59,21 +72,19 @@ class Secured:
 class TokenFile:
     """A token file that a background thread keeps renewing with short-lived tokens."""
 
-    def __init__(self, path: Path, secret: bytes, lifetime: float) -> None:
+    def __init__(self, path: Path, secure: SecureApache, role: str, lifetime: float) -> None:
         self.path = path
-        self.secret = secret
+        self.secure = secure
+        self.role = role
         self.lifetime = lifetime
-        self.renewals = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.renew()
 
     def renew(self) -> None:
-        text = tokens.sign("spark-job", self.secret, time.time() + self.lifetime)
         partial = self.path.with_suffix(".new")
-        partial.write_text(text)
+        partial.write_text(self.secure.token(self.role, self.lifetime))
         partial.replace(self.path)  # never a half-written token
-        self.renewals += 1
 
     def keep_renewing(self, every: float) -> None:
         def loop() -> None:
@@ -90,52 +101,59 @@ class TokenFile:
 
 
 @pytest.fixture
-def token_file(tmp_path: Path, token_secret: bytes) -> Iterator[TokenFile]:
-    file = TokenFile(tmp_path / "token.jwt", token_secret, lifetime=600)
+def token_file(tmp_path: Path, secure_apache: SecureApache) -> Iterator[TokenFile]:
+    file = TokenFile(tmp_path / "token.jwt", secure_apache, TOKEN_ROLE, lifetime=600)
     yield file
     file.stop()
 
 
-def secured(kind: str, request: pytest.FixtureRequest, certs: TestCerts) -> Secured:
-    trust = {"pulsar.client.tlsTrustCertsFilePath": str(certs.ca)}
-    if kind == "tls+token":
-        proxy: BrokerProxy = request.getfixturevalue("token_proxy")
+def secured(kind: str, request: pytest.FixtureRequest) -> Secured:
+    secure: SecureApache = request.getfixturevalue("secure_apache")
+    certs: TestCerts = request.getfixturevalue("test_certs")
+    common = {
+        "service.url": secure.tls_url,
+        "pulsar.client.tlsTrustCertsFilePath": str(certs.ca),
+    }
+    if kind == "token":
         token: TokenFile = request.getfixturevalue("token_file")
-        return Secured(
-            proxy,
-            {
-                "service.url": proxy.url,
-                **trust,
-                "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
-                "pulsar.client.authParams": f"file://{token.path}",
-            },
+        plugin, params = TOKEN_PLUGIN, f"file://{token.path}"
+    elif kind == "mtls":
+        plugin = TLS_PLUGIN
+        params = f"tlsCertFile:{certs.client_cert},tlsKeyFile:{certs.client_key}"
+    elif kind == "basic":
+        plugin = BASIC_PLUGIN
+        params = json.dumps({"userId": BASIC_USER, "password": BASIC_PASSWORD})
+    else:
+        issuer: OAuth2Server = request.getfixturevalue("oauth2_server")
+        tmp_path: Path = request.getfixturevalue("tmp_path")
+        key = issuer.write_credentials_file(
+            tmp_path / "credentials.json", OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
         )
-    proxy = request.getfixturevalue("mtls_proxy")
+        plugin = OAUTH2_PLUGIN
+        params = json.dumps(
+            {
+                "issuerUrl": issuer.issuer_url,
+                "privateKey": f"file://{key}",
+                "audience": OAUTH2_AUDIENCE,
+            }
+        )
     return Secured(
-        proxy,
         {
-            "service.url": proxy.url,
-            **trust,
-            "pulsar.client.authPluginClassName": TLS_PLUGIN,
-            "pulsar.client.authParams": (
-                f"tlsCertFile:{certs.client_cert},tlsKeyFile:{certs.client_key}"
-            ),
-        },
+            **common,
+            "pulsar.client.authPluginClassName": plugin,
+            "pulsar.client.authParams": params,
+        }
     )
 
 
-@pytest.fixture(params=["tls+token", "mtls"])
-def secure(request: pytest.FixtureRequest, test_certs: TestCerts) -> Secured:
-    return secured(request.param, request, test_certs)
+@pytest.fixture(params=KINDS)
+def secure(request: pytest.FixtureRequest) -> Secured:
+    return secured(request.param, request)
 
 
 @pytest.fixture(scope="module")
-def client(broker: LocalBroker) -> Iterator[pulsar.Client]:
-    official = pulsar.Client(
-        broker.service_url,
-        operation_timeout_seconds=15,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
+def client(secure_apache: SecureApache) -> Iterator[pulsar.Client]:
+    official = secure_apache.official_client()
     yield official
     official.close()
 
@@ -209,7 +227,7 @@ def as_expected(rows: list[Any]) -> list[Expected]:
 def test_batch_write_then_batch_read(
     spark: SparkSession, client: pulsar.Client, secure: Secured, topic_name: str
 ) -> None:
-    rows = rows_for("w", 300)
+    rows = rows_for("w", 120)
     df = spark.createDataFrame(
         rows, "key string, value binary, properties map<string,string>"
     ).coalesce(1)
@@ -222,17 +240,39 @@ def test_batch_write_then_batch_read(
 
 
 def test_batch_read_of_what_the_official_client_published(
-    spark: SparkSession,
-    client: pulsar.Client,
-    secure: Secured,
-    pooled_partitioned_topic: Callable[[int], str],
+    spark: SparkSession, client: pulsar.Client, secure: Secured, secure_apache: SecureApache
 ) -> None:
-    topic = pooled_partitioned_topic(3)
-    rows = rows_for("r", 600)
+    topic = secure_apache.new_partitioned_topic(3)
+    rows = rows_for("r", 300)
     ids = publish(client, topic, rows)
     got = secure.reader(spark, topic).collect()
     assert sorted(as_expected(got), key=repr) == sorted(rows, key=repr)
     assert ids_of(got) == ids
+
+
+def test_a_role_without_permission_gets_an_authorization_error(
+    spark: SparkSession, secure_apache: SecureApache, test_certs: TestCerts, topic_name: str
+) -> None:
+    options = {
+        "service.url": secure_apache.tls_url,
+        "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
+        "pulsar.client.authPluginClassName": "token",
+        "pulsar.client.authParams": f"token:{secure_apache.token(OUTSIDER_ROLE)}",
+        "topic": topic_name,
+    }
+    with pytest.raises(Exception) as info:
+        spark.read.format("pulsar").options(**options).load().collect()
+    assert (
+        f"AuthorizationError (server error 4): partitioned metadata of {NS}{topic_name}: "
+        "Client is not authorized to Get Partition Metadata"
+    ) in str(info.value)
+    df = spark.createDataFrame(
+        rows_for("o", 3), "key string, value binary, properties map<string,string>"
+    )
+    with pytest.raises(Exception) as info:
+        df.write.format("pulsar").mode("append").options(**options).save()
+    assert "AuthorizationError (server error 4)" in str(info.value)
+    assert "Client is not authorized" in str(info.value)
 
 
 # --- streaming -----------------------------------------------------------------------------------
@@ -258,79 +298,79 @@ def run_available_now(df: DataFrame, checkpoint: Path) -> tuple[list[Any], int]:
     return collected, len(batches)
 
 
+def test_available_now_stream(
+    spark: SparkSession,
+    client: pulsar.Client,
+    secure: Secured,
+    secure_apache: SecureApache,
+    tmp_path: Path,
+) -> None:
+    topic = secure_apache.new_partitioned_topic(2)
+    rows = rows_for("m", 200)
+    ids = publish(client, topic, rows)
+    got, micro_batches = run_available_now(
+        secure.reader(spark, topic, stream=True), tmp_path / "cp"
+    )
+    assert sorted(as_expected(got), key=repr) == sorted(rows, key=repr)
+    assert ids_of(got) == ids
+    assert micro_batches == 5  # 40 messages a trigger
+
+
 def test_available_now_stream_while_the_token_expires(  # noqa: PLR0917
     spark: SparkSession,
     client: pulsar.Client,
-    token_proxy: BrokerProxy,
-    token_file: TokenFile,
+    secure_apache: SecureApache,
     test_certs: TestCerts,
-    pooled_partitioned_topic: Callable[[int], str],
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
-    """Tokens live 2 s and the file is renewed every 0.5 s; the query runs many micro-batches
-    over several seconds, so connections are challenged mid-query and answer."""
-    secure = secured("tls+token", request, test_certs)
-    assert token_proxy.auth is not None
-    policy = token_proxy.auth
-    topic = pooled_partitioned_topic(3)
+    """Tokens live 3 s and the file is renewed every second; the broker checks every 2 s, so
+    connections open across the query are challenged and answer with the file read again."""
+    role = "spark-stream"
+    secure_apache.grant(role)
+    token_file = TokenFile(tmp_path / "stream.jwt", secure_apache, role, lifetime=3)
+    request.addfinalizer(token_file.stop)
+    token_file.keep_renewing(1.0)
+    options = {
+        "service.url": secure_apache.tls_url,
+        "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
+        "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
+        "pulsar.client.authParams": f"file://{token_file.path}",
+    }
+    topic = secure_apache.new_partitioned_topic(3)
     rows = rows_for("s", 900)
     ids = publish(client, topic, rows)
-    token_file.lifetime = 2
-    token_file.renew()
-    token_file.keep_renewing(0.5)
-    challenged, answered = policy.challenges_sent, policy.responses_accepted
-    disconnects = len(policy.disconnects)
+    refreshed = secure_apache.refreshes(role)
+    refused = secure_apache.log().count(f"operation=authentication-refresh, principal={role},")
 
-    started = time.monotonic()
     got, micro_batches = run_available_now(
-        secure.reader(spark, topic, stream=True), tmp_path / "checkpoint"
+        Secured(options).reader(spark, topic, stream=True), tmp_path / "checkpoint"
     )
     assert sorted(as_expected(got), key=repr) == sorted(rows, key=repr)  # exactly once
     assert ids_of(got) == ids
-    assert micro_batches >= 900 // 40
-    if time.monotonic() - started < 3:  # the query was quicker than a token: force a refresh
-        policy.challenge_all()
-        time.sleep(0.5)
-    assert policy.challenges_sent > challenged
-    assert policy.responses_accepted > answered
-    assert len(policy.disconnects) == disconnects  # no connection lost its login
-
-
-def test_available_now_stream_over_mutual_tls(  # noqa: PLR0917
-    spark: SparkSession,
-    client: pulsar.Client,
-    mtls_proxy: BrokerProxy,
-    test_certs: TestCerts,
-    pooled_partitioned_topic: Callable[[int], str],
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-) -> None:
-    secure = secured("mtls", request, test_certs)
-    topic = pooled_partitioned_topic(2)
-    rows = rows_for("m", 200)
-    ids = publish(client, topic, rows)
-    got, _ = run_available_now(secure.reader(spark, topic, stream=True), tmp_path / "cp")
-    assert sorted(as_expected(got), key=repr) == sorted(rows, key=repr)
-    assert ids_of(got) == ids
+    assert micro_batches == -(-900 // 40)
+    # Connections the query opened stay in the pool and keep answering challenges.
+    wait_until(lambda: secure_apache.refreshes(role) > refreshed, "a refresh challenge", timeout=15)
+    assert (
+        secure_apache.log().count(f"operation=authentication-refresh, principal={role},") == refused
+    )
 
 
 # --- secrets -------------------------------------------------------------------------------------
 
 
-def test_no_secret_in_explain_progress_or_errors(  # noqa: PLR0917
+def test_no_secret_in_explain_progress_errors_or_the_broker_log(  # noqa: PLR0917
     spark: SparkSession,
     client: pulsar.Client,
-    token_proxy: BrokerProxy,
-    token_secret: bytes,
+    secure_apache: SecureApache,
     test_certs: TestCerts,
     topic_name: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    token = tokens.sign("inline-user", token_secret, time.time() + 600)
+    token = secure_apache.token()
     options = {
-        "service.url": token_proxy.url,
+        "service.url": secure_apache.tls_url,
         "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
         "pulsar.client.authPluginClassName": "token",
         "pulsar.client.authParams": f"token:{token}",
@@ -362,19 +402,27 @@ def test_no_secret_in_explain_progress_or_errors(  # noqa: PLR0917
     assert token not in printed
     assert token not in progress
 
-    forged = tokens.sign("inline-user", b"wrong-secret", time.time() + 600)
+    forged = tokens.sign(TOKEN_ROLE, b"wrong-secret" * 3, time.time() + 600)
     bad = (
         spark.read.format("pulsar")
         .options(**{**options, "pulsar.client.authParams": f"token:{forged}"})
         .load()
     )
+    started = time.monotonic()
     with pytest.raises(Exception) as info:
         bad.count()
-    assert "rejected the credentials of auth plugin AuthenticationToken" in str(info.value)
+    assert time.monotonic() - started < 30
+    assert (
+        f"AuthenticationError (server error 3): broker {secure_apache.address} rejected the "
+        "credentials of auth plugin AuthenticationToken (method 'token'): Failed to authenticate"
+    ) in str(info.value)
     assert forged not in str(info.value)
+    log = secure_apache.log()
+    assert token not in log
+    assert forged not in log
 
 
-# --- the README's secure examples, pointed at the test proxies ------------------------------------
+# --- the README's secure examples, pointed at the secured broker ----------------------------------
 
 
 def run_readme_example(spark: SparkSession, name: str, replacements: dict[str, str]) -> DataFrame:
@@ -391,8 +439,7 @@ def run_readme_example(spark: SparkSession, name: str, replacements: dict[str, s
 def test_readme_secure_examples(  # noqa: PLR0917
     spark: SparkSession,
     client: pulsar.Client,
-    token_proxy: BrokerProxy,
-    mtls_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     oauth2_server: OAuth2Server,
     token_file: TokenFile,
     test_certs: TestCerts,
@@ -402,7 +449,7 @@ def test_readme_secure_examples(  # noqa: PLR0917
     rows = rows_for("readme", 50)
     ids = publish(client, topic_name, rows)
     common = {
-        "/etc/pulsar/ca.pem": str(test_certs.ca),
+        "pulsar+ssl://broker.example.com:6651": secure_apache.tls_url,
         "persistent://public/default/clicks": NS + topic_name,
     }
     credentials = oauth2_server.write_credentials_file(
@@ -410,26 +457,26 @@ def test_readme_secure_examples(  # noqa: PLR0917
     )
     cases = {
         "secure-token": {
-            "pulsar+ssl://broker.example.com:6651": token_proxy.url,
+            "/etc/pulsar/ca.pem": str(test_certs.ca),
             "/etc/pulsar/token.jwt": str(token_file.path),
             **common,
         },
         "secure-mtls": {
-            "pulsar+ssl://broker.example.com:6651": mtls_proxy.url,
+            "/etc/pulsar/ca.pem": str(test_certs.ca),
             "/etc/pulsar/client.pem": str(test_certs.client_cert),
             "/etc/pulsar/client-key.pem": str(test_certs.client_key),
             **common,
         },
         "secure-oauth2": {
-            # the example trusts the system CAs; the test CA signed the proxy's certificate
+            # the example trusts the system CAs; the test CA signed the broker's certificate
             '.option("pulsar.client.authPluginClassName",': (
                 f'.option("pulsar.client.tlsTrustCertsFilePath", "{test_certs.ca}")\n'
                 '    .option("pulsar.client.authPluginClassName",'
             ),
-            "pulsar+ssl://broker.example.com:6651": token_proxy.url,
             "https://auth.example.com": oauth2_server.issuer_url,
             "/etc/pulsar/credentials.json": str(credentials),
-            "persistent://public/default/clicks": NS + topic_name,
+            "urn:pulsar:my-cluster": OAUTH2_AUDIENCE,
+            **common,
         },
     }
     for name, replacements in cases.items():
@@ -441,7 +488,7 @@ def test_readme_secure_examples(  # noqa: PLR0917
 def test_spark_submit_job_with_tls_and_a_token(  # noqa: PLR0917
     spark: SparkSession,
     client: pulsar.Client,
-    token_proxy: BrokerProxy,
+    secure_apache: SecureApache,
     token_file: TokenFile,
     test_certs: TestCerts,
     topic_name: str,
@@ -456,7 +503,7 @@ def test_spark_submit_job_with_tls_and_a_token(  # noqa: PLR0917
         topic_to_parquet.main(
             [
                 "--service-url",
-                token_proxy.url,
+                secure_apache.tls_url,
                 "--topic",
                 topic_name,
                 "--output",

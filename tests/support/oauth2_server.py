@@ -1,14 +1,17 @@
 """A loopback OAuth2 issuer for the client-credentials grant.
 
-It serves the OpenID discovery document and a token endpoint; a client that posts the right
-``client_id``/``client_secret`` gets an HS256 JWT (see :mod:`tokens`) whose subject is its
-client id, signed with the secret a token-checking :class:`AuthPolicy` verifies with. That is
-the shape of an Apache Pulsar set-up with the OAuth2 client plugin and a token-verifying broker.
+It serves the OpenID discovery document, its signing key as a JSON Web Key Set and a token
+endpoint; a client that posts the right ``client_id``/``client_secret`` gets an RS256 JWT (see
+:mod:`tokens`) whose subject is its client id, issued by :attr:`OAuth2Server.issuer_url` for
+the audience the client asked for. A broker verifies it with the issuer's public key, as Apache
+Pulsar's OpenID Connect provider does with the key set it fetches from the issuer.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import threading
 import time
 import urllib.parse
@@ -17,10 +20,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from . import tokens
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
+JWKS_PATH = "/.well-known/jwks.json"
 TOKEN_PATH = "/oauth2/token"
+KEY_ID = "pulsar-spark-test-issuer"
 
 
 @dataclass
@@ -35,11 +42,9 @@ class TokenRequests:
 class OAuth2Server:
     """An issuer at :attr:`issuer_url` for the clients in ``clients`` (id to secret)."""
 
-    def __init__(
-        self, secret: bytes, clients: Mapping[str, str], *, lifetime: float = 3600.0
-    ) -> None:
-        """Start serving on a free loopback port; tokens are signed with ``secret``."""
-        self.secret = secret
+    def __init__(self, clients: Mapping[str, str], *, lifetime: float = 3600.0) -> None:
+        """Start serving on a free loopback port, with a new RSA key to sign tokens with."""
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.clients = dict(clients)
         self.lifetime = lifetime
         """Seconds a new token is valid for (settable; ``expires_in`` is its whole part)."""
@@ -82,8 +87,24 @@ class OAuth2Server:
         return {
             "issuer": self.issuer_url,
             "token_endpoint": self.token_endpoint,
+            "jwks_uri": self.issuer_url + JWKS_PATH,
             "grant_types_supported": ["client_credentials"],
             "token_endpoint_auth_methods_supported": ["client_secret_post"],
+        }
+
+    def _key_set(self) -> dict[str, object]:
+        numbers = self.key.public_key().public_numbers()
+        return {
+            "keys": [
+                {
+                    "kty": "RSA",
+                    "use": "sig",
+                    "alg": "RS256",
+                    "kid": KEY_ID,
+                    "n": _b64_number(numbers.n),
+                    "e": _b64_number(numbers.e),
+                }
+            ]
         }
 
     def _token(self, form: dict[str, str]) -> tuple[int, dict[str, object]]:
@@ -100,7 +121,17 @@ class OAuth2Server:
                 return 401, {"error": "invalid_client"}
             lifetime = self.lifetime
             self.requests.served += 1
-        token = tokens.sign(client_id, self.secret, time.time() + lifetime)
+        now = time.time()
+        claims: dict[str, object] = {
+            "iss": self.issuer_url,
+            "sub": client_id,
+            "iat": int(now),
+            "nbf": int(now),
+            "exp": math.ceil(now + lifetime),
+        }
+        if form.get("audience"):
+            claims["aud"] = form["audience"]
+        token = tokens.sign_rs256(claims, self.key, KEY_ID)
         body: dict[str, object] = {
             "access_token": token,
             "token_type": "Bearer",
@@ -115,8 +146,11 @@ class OAuth2Server:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if self.path.split("?")[0] == DISCOVERY_PATH:
+                path = self.path.split("?")[0]
+                if path == DISCOVERY_PATH:
                     self._reply(200, issuer._discovery())
+                elif path == JWKS_PATH:
+                    self._reply(200, issuer._key_set())
                 else:
                     self._reply(404, {"error": "not_found"})
 
@@ -142,3 +176,8 @@ class OAuth2Server:
                 """Keep test output quiet."""
 
         return Handler
+
+
+def _b64_number(value: int) -> str:
+    data = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")

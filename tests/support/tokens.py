@@ -1,8 +1,10 @@
-"""Minimal HS256 JSON Web Tokens, the kind Apache Pulsar's token provider accepts.
+"""Minimal JSON Web Tokens, the kinds Apache Pulsar's token providers accept.
 
-A token is ``base64url(header) . base64url(claims) . base64url(HMAC-SHA256(secret, first two))``
-with unpadded base64url; the claims are ``sub`` (the principal) and, optionally, ``exp``
-(seconds since the epoch).
+A token is ``base64url(header) . base64url(claims) . base64url(signature of the first two)``
+with unpadded base64url. :func:`sign` makes HS256 tokens (HMAC-SHA256 with a shared secret,
+what ``tokenSecretKey`` verifies) whose claims are ``sub`` (the principal) and, optionally,
+``exp`` (seconds since the epoch); :func:`sign_rs256` makes RS256 tokens (RSASSA-PKCS1-v1_5
+with SHA-256, verified with the issuer's public key) with any claims, as an OAuth2 issuer does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import hmac
 import json
 import math
 from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 _HEADER = {"alg": "HS256", "typ": "JWT"}
 
@@ -28,6 +34,32 @@ def sign(subject: str, secret: bytes, expires_at: float | None) -> str:
         claims["exp"] = math.ceil(expires_at)
     signing_input = f"{_encode_json(_HEADER)}.{_encode_json(claims)}"
     return f"{signing_input}.{_b64encode(_mac(secret, signing_input))}"
+
+
+def sign_rs256(claims: dict[str, Any], key: rsa.RSAPrivateKey, key_id: str) -> str:
+    """Return an RS256 token with ``claims``, naming its key ``key_id`` in the header."""
+    header = {"alg": "RS256", "typ": "JWT", "kid": key_id}
+    signing_input = f"{_encode_json(header)}.{_encode_json(claims)}"
+    signature = key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64encode(signature)}"
+
+
+def verify_rs256(token: str, key: rsa.RSAPublicKey) -> dict[str, Any] | None:
+    """The claims of an RS256 ``token`` signed by ``key``'s private half; else ``None``.
+
+    Only the signature is checked, not ``exp``.
+    """
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        signature = _b64decode(parts[2])
+        key.verify(
+            signature, f"{parts[0]}.{parts[1]}".encode("ascii"), padding.PKCS1v15(), hashes.SHA256()
+        )
+    except (ValueError, binascii.Error, InvalidSignature):
+        return None
+    return claims(token)
 
 
 def claims(token: str) -> dict[str, Any] | None:
