@@ -1,19 +1,16 @@
 """Locating a publish time by the broker's seek: the exact first entry at or after it, for
 every publish time in the topic, in batched and unbatched topics, on pulsar-lite (one consumer
-moved by seeks), on Apache Pulsar and behind a proxy named as Apache Pulsar (a reader per entry
-read); on Apache Pulsar also across ledgers, by its seek by publish time; and planning that
-starts a time-bounded read there instead of at the beginning.
+moved by seeks) and on Apache Pulsar (a reader per entry read; across ledgers, its seek by
+publish time); and planning that starts a time-bounded read there instead of at the beginning.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import pulsar
 import pytest
-from broker_proxy import apache_proxy
 from pyspark.sql import SparkSession
 from support.clients import settings_for
 from support.official import official_client
@@ -62,22 +59,6 @@ def entry_times(client: pulsar.Client, topic: str) -> list[tuple[int, int, int]]
     return [(ledger, entry, at) for (ledger, entry), at in sorted(seen.items())]
 
 
-@pytest.fixture(scope="module", params=["pulsar-lite", "named Apache"])
-def either_lookup(request: pytest.FixtureRequest, broker: LocalBroker) -> Iterator[Lookup]:
-    """A lookup on the broker itself, or through a proxy whose CONNECTED names Apache Pulsar."""
-    if request.param == "pulsar-lite":
-        url, close = broker.service_url, lambda: None
-    else:
-        proxy, _ = apache_proxy((broker.host, broker.port), named=True)
-        url, close = proxy.url, proxy.close
-    pool = ConnectionPool()
-    try:
-        yield Lookup(settings_for(url, timeout=10.0), pool)
-    finally:
-        pool.close()
-        close()
-
-
 @pytest.fixture(scope="module", params=["unbatched", "batched"])
 def timed_topic(request: pytest.FixtureRequest, client: pulsar.Client) -> tuple[str, list]:
     topic = full_topic_name(f"time-seek-{request.param}-{os.urandom(6).hex()}")
@@ -97,7 +78,7 @@ def timed_topic(request: pytest.FixtureRequest, client: pulsar.Client) -> tuple[
 
 
 def test_every_publish_time_finds_the_first_entry_at_or_after_it(
-    either_lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
+    lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
 ) -> None:
     topic, times = timed_topic
     ledger, entry, _ = times[-1]
@@ -105,19 +86,19 @@ def test_every_publish_time_finds_the_first_entry_at_or_after_it(
     probes = sorted({at for _, _, at in times} | {at + 1 for _, _, at in times} | {1})
     for millis in probes:
         expected = next(((lg, en) for lg, en, at in times if at >= millis), None)
-        found = first_published_at(either_lookup, topic, last, millis, FAST)
+        found = first_published_at(lookup, topic, last, millis, FAST)
         assert (None if found is None else found.entry) == expected, millis
         assert found is None or found.batch_index == -1
 
 
 def test_a_time_after_the_last_entry_finds_nothing(
-    either_lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
+    lookup: Lookup, timed_topic: tuple[str, list[tuple[int, int, int]]]
 ) -> None:
     topic, times = timed_topic
     last = MessageId(*times[-1][:2], -1)
     future = int(time.time() * 1000) + 3_600_000
     for millis in (times[-1][2] + 1, future):
-        assert first_published_at(either_lookup, topic, last, millis, FAST) is None
+        assert first_published_at(lookup, topic, last, millis, FAST) is None
 
 
 def test_batch_read_by_time_is_planned_from_the_entry_found(
