@@ -252,8 +252,33 @@ class ValueDecoder:
                     f"{_version_text(version)}, which a message was written with"
                 )
             same = data == self.schema.data
-            self._parsed[version] = None if same else fastavro.parse_schema(json.loads(data))
+            self._parsed[version] = (
+                None
+                if same
+                else fastavro.parse_schema(named_as_reader(json.loads(data), self.schema.avro))
+            )
         return self._parsed[version]
+
+
+def named_as_reader(writer: Any, reader: Any) -> Any:
+    """``writer``'s top-level record under ``reader``'s name (and namespace).
+
+    Java's Avro resolves a written record to the reader's whatever their names, and Apache
+    Pulsar's compatibility check, built on it, takes a renamed record as the next version
+    (a Spark write's ``topLevelRecord`` after a Java producer's ``Event``, say); fastavro
+    resolves records only by name, so the writer's takes the reader's before it resolves.
+    """
+    if not (
+        isinstance(writer, dict)
+        and isinstance(reader, dict)
+        and writer.get("type") == "record" == reader.get("type")
+    ):
+        return writer
+    renamed = {key: value for key, value in writer.items() if key != "namespace"}
+    renamed["name"] = reader["name"]
+    if "namespace" in reader:
+        renamed["namespace"] = reader["namespace"]
+    return renamed
 
 
 def _version_text(version: bytes | None) -> str:

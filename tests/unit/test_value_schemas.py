@@ -162,6 +162,28 @@ def test_every_version_resolves_to_the_newest() -> None:
     assert asked == [V0, V1, V2]  # each version's schema fetched once
 
 
+def test_a_version_with_another_record_name_resolves_as_java_resolves_it() -> None:
+    """A Spark write's ``topLevelRecord`` after a producer's ``test.Event``: Java's Avro (and
+    Apache Pulsar's compatibility check) resolves records whatever their names; so do we."""
+    newest = {
+        "type": "record",
+        "name": "topLevelRecord",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "label", "type": ["null", "string"], "default": None},
+        ],
+    }
+    first = dict(EVOLVED[0], namespace="test")
+    schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(newest).encode(), V1))
+    assert schema is not None
+    decoder = ValueDecoder(schema, lambda v: json.dumps(first).encode())
+    values = pa.array([avro_bytes({"id": 1}, first), avro_bytes({"id": 2}, first)], pa.binary())
+    assert decoder.decode(values, [V0, V0]).to_pylist() == [
+        {"id": 1, "label": None},
+        {"id": 2, "label": None},
+    ]
+
+
 def test_an_unresolvable_version_names_topic_versions_and_field() -> None:
     newest = {"type": "record", "name": "R", "fields": [{"name": "z", "type": "long"}]}
     schema = ValueSchema.of(TOPIC, _info("Avro", json.dumps(newest).encode(), V1))
