@@ -19,7 +19,6 @@ With neither, and no rewrite, the proxy only pumps bytes.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import ssl
 import struct
@@ -33,6 +32,7 @@ from support import tokens
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command
+from pulsar_spark.protocol.key_value import java_type_name
 from pulsar_spark.topic import TopicName
 
 Type = pb.BaseCommand.Type
@@ -722,13 +722,13 @@ class ApacheAnswers:
       from ``schemas`` (the latest, or the version asked for), and a topic without one, or a
       version it does not have, with TopicNotFound "Topic not found or no-schema".
     - A producer whose schema the topic's kept schemas do not accept is refused, before the
-      broker sees it, with the CommandError an Apache broker sends: IncompatibleSchema. The rule
-      is simpler than Apache's compatibility strategies, and only refuses what they all refuse
-      (but ALWAYS_COMPATIBLE): a schema equal to a kept version is accepted; otherwise it must
-      have the latest version's type, and for Avro and Json the latest version's record name
-      (Avro resolves records only by name). A producer without a schema (or with None, bytes)
-      is accepted, as Apache does unless ``schemaValidationEnforced`` is set. Refusals are
-      counted in ``schemas_refused``.
+      broker sees it, with the CommandError an Apache broker sends: IncompatibleSchema, and
+      Apache's words. The rule is simpler than Apache's compatibility strategies, and only
+      refuses what they all refuse (but ALWAYS_COMPATIBLE): a schema equal to a kept version is
+      accepted; otherwise it must have the latest version's type (Apache does not compare
+      record names: a renamed record with the same fields is a new version). A producer
+      without a schema (or with None, bytes) is accepted, as Apache does unless
+      ``schemaValidationEnforced`` is set. Refusals are counted in ``schemas_refused``.
     - Every topic a producer opens through the proxy (a partition's own name for a partitioned
       topic) is kept in ``topics``; :meth:`answer` answers GET_TOPICS_OF_NAMESPACE with those
       of the namespace asked for, as an Apache broker lists the topics it has (pulsar-lite never
@@ -837,18 +837,18 @@ class ApacheAnswers:
         ):
             return None
         latest = versions[-1]
-        if latest.type == schema.type and _record_name(latest) == _record_name(schema):
+        if latest.type == schema.type:
             return None
         self.schemas_refused += 1
+        refusal = (
+            "org.apache.pulsar.broker.service.schema.exceptions.IncompatibleSchemaException: "
+            f"Incompatible schema: exists schema type {java_type_name(latest.type)}, new schema "
+            f"type {java_type_name(schema.type)}"
+        )
         error = pb.CommandError(
             request_id=producer.request_id,
             error=pb.IncompatibleSchema,
-            message=(
-                "org.apache.pulsar.broker.service.schema.exceptions.IncompatibleSchemaException:"
-                f" {pb.Schema.Type.Name(schema.type)} schema {_record_name(schema) or ''} is "
-                f"incompatible with the topic's {pb.Schema.Type.Name(latest.type)} schema "
-                f"{_record_name(latest) or ''}"
-            ),
+            message=f"{refusal} caused by {refusal}",  # as Apache words it, cause and all
         )
         return pb.BaseCommand(type=Type.ERROR, error=error)
 
@@ -913,21 +913,6 @@ def apache_proxy(
     proxy = BrokerProxy(target, answers, tls=tls, auth=auth, answer=answers.answer)
     answers.url = proxy.url
     return proxy, answers
-
-
-def _record_name(schema: pb.Schema) -> str | None:
-    """The full name of an Avro or Json schema's record (None for other types or schemas)."""
-    if schema.type not in (pb.Schema.Type.Value("Avro"), pb.Schema.Type.Value("Json")):
-        return None
-    try:
-        parsed = json.loads(schema.schema_data)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict) or parsed.get("type") != "record":
-        return None
-    name = str(parsed["name"])
-    namespace = parsed.get("namespace")
-    return f"{namespace}.{name}" if namespace and "." not in name else name
 
 
 def _schema_topic(topic: str) -> str:

@@ -1,10 +1,10 @@
-"""Typed ``value`` columns: topics with schemas, read through the proxy's Apache emulation.
+"""Typed ``value`` columns: topics with schemas, read through a broker's schema registry.
 
-pulsar-lite keeps no schemas, so every test runs through :func:`apache_proxy`, which keeps the
-schemas producers register, numbers their versions, stamps the version on PRODUCER_SUCCESS
-(the producer then puts it on each message) and answers GET_SCHEMA as an Apache broker does.
-The official client (``pulsar-client``) produces with its own ``AvroSchema``, ``JsonSchema``
-and ``StringSchema``; Spark reads through the proxy.
+The ``registry`` fixture is Apache Pulsar's own registry on the Apache runs. pulsar-lite keeps no
+schemas, so its runs go through :func:`apache_proxy`, which keeps the schemas producers
+register, numbers their versions, stamps the version on PRODUCER_SUCCESS (the producer then puts
+it on each message) and answers GET_SCHEMA as an Apache broker does. The official client
+(``pulsar-client``) produces with its own ``AvroSchema``, ``JsonSchema`` and ``StringSchema``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ from pulsar.schema import (
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from support import protobuf_messages as proto
+from support.clients import settings_for
 from support.schemas import (
     EVOLVED,
     READING,
     Half,
+    SchemaRegistry,
     avro_bytes,
     key_value_layout,
     key_value_schema,
@@ -48,8 +50,12 @@ from support.topics import full
 from support.waiting import wait_until
 
 from pulsar_spark.arrow.schema import SCHEMA_DDL
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.pool import ConnectionPool
+from pulsar_spark.client.schema import fetch_schema
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.value_schemas import resolve_value_schema
 
@@ -117,18 +123,18 @@ def _utc(value: Any) -> Any:
 
 
 def test_avro_records_are_read_typed_field_by_field(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, answers, client = proxied
+    client = registry.client
     _publish(client, topic, AvroSchema(None, schema_definition=READING), READINGS)
-    assert len(answers.schemas[topic]) == 1
+    assert len(registry.versions(topic)) == 1
 
-    value_type = _load(spark, proxy.url, topic).schema["value"].dataType.simpleString()
+    value_type = _load(spark, registry.url, topic).schema["value"].dataType.simpleString()
     assert value_type == (
         "struct<name:string,count:bigint,ratio:double,ok:boolean,note:string,at:timestamp,"
         "tags:array<string>,place:struct<city:string,zip:bigint>>"
     )
-    rows = [row["value"] for row in _read(spark, proxy.url, topic)]
+    rows = [row["value"] for row in _read(spark, registry.url, topic)]
     got = [dict(row, at=_utc(spark_time(spark, row["at"]))) for row in rows]
     assert got == READINGS
 
@@ -158,9 +164,9 @@ class Reading(Record):
 
 
 def test_json_records_and_strings_are_read_typed(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, _, client = proxied
+    client = registry.client
     values = [
         Reading(
             name="j", count=7, ratio=0.5, ok=True, note=None, tags=["x"], place=Place(city="Rome")
@@ -168,7 +174,7 @@ def test_json_records_and_strings_are_read_typed(
         Reading(name="k", count=-1, ratio=2.0, ok=False, note="n", tags=[], place=None),
     ]
     _publish(client, topic, JsonSchema(Reading), values)
-    rows = [row["value"] for row in _read(spark, proxy.url, topic)]
+    rows = [row["value"] for row in _read(spark, registry.url, topic)]
     assert rows == [
         {
             "name": "j",
@@ -192,13 +198,13 @@ def test_json_records_and_strings_are_read_typed(
 
     strings = topic + "-strings"
     _publish(client, strings, StringSchema(), ["héllo", "", "wörld"])
-    assert [row["value"] for row in _read(spark, proxy.url, strings)] == ["héllo", "", "wörld"]
+    assert [row["value"] for row in _read(spark, registry.url, strings)] == ["héllo", "", "wörld"]
 
 
 def test_three_versions_are_read_resolved_to_the_newest(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, answers, client = proxied
+    client = registry.client
     _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
     _publish(
         client,
@@ -209,17 +215,17 @@ def test_three_versions_are_read_resolved_to_the_newest(
     _publish(
         client, topic, AvroSchema(None, schema_definition=EVOLVED[2]), [{"id": 3, "label": "c"}]
     )
-    assert len(answers.schemas[topic]) == 3
+    assert len(registry.versions(topic)) == 3
 
-    rows = _read(spark, proxy.url, topic)
+    rows = _read(spark, registry.url, topic)
     assert [row["value"] for row in rows] == [
         {"id": 1, "label": "unlabelled"},
         {"id": 2, "label": "two"},
         {"id": 3, "label": "c"},
     ]
 
-    raw = _read(spark, proxy.url, topic, valueFormat="raw")
-    given = spark.read.format("pulsar").schema(SCHEMA_DDL).option("service.url", proxy.url)
+    raw = _read(spark, registry.url, topic, valueFormat="raw")
+    given = spark.read.format("pulsar").schema(SCHEMA_DDL).option("service.url", registry.url)
     rows_given = given.option("topic", topic).load().orderBy("messageId").collect()
     assert [row.value for row in rows_given] == [row["value"] for row in raw]
     assert [row["value"] for row in raw] == [
@@ -229,15 +235,46 @@ def test_three_versions_are_read_resolved_to_the_newest(
     ]
 
 
-def test_a_version_that_does_not_resolve_names_topic_versions_and_field(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+def test_get_schema_answers_the_latest_version_or_the_one_asked_for(
+    registry: SchemaRegistry, pool: ConnectionPool, topic: str
 ) -> None:
-    proxy, _, client = proxied
+    """GET_SCHEMA: nothing for a topic without a schema or for a version it does not have; the
+    latest version, or the one asked for, under the topic's name (a partition's is its
+    parent's)."""
+    lookup = Lookup(settings_for(registry.url, timeout=10.0), pool)
+    assert fetch_schema(lookup, topic) is None
+    _publish(registry.client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
+    _publish(
+        registry.client,
+        topic,
+        AvroSchema(None, schema_definition=EVOLVED[1]),
+        [{"id": 2, "label": "two", "weight": 2.5}],
+    )
+
+    def got(info: SchemaInfo | None) -> tuple[str, Any, str, tuple[Any, ...], bytes | None]:
+        assert info is not None
+        return info.type_name, json.loads(info.data), info.name, info.properties, info.version
+
+    name = topic.partition("://")[2]
+    latest = ("Avro", EVOLVED[1], name, (), (1).to_bytes(8, "big"))
+    assert got(fetch_schema(lookup, topic)) == latest
+    assert got(fetch_schema(lookup, topic + "-partition-0")) == latest
+    first = fetch_schema(lookup, topic, (0).to_bytes(8, "big"))
+    assert got(first) == ("Avro", EVOLVED[0], name, (), (0).to_bytes(8, "big"))
+    assert fetch_schema(lookup, topic, (2).to_bytes(8, "big")) is None
+
+
+def test_a_version_that_does_not_resolve_names_topic_versions_and_field(
+    spark: SparkSession, registry: SchemaRegistry, topic: str
+) -> None:
+    """The topic takes any schema (ALWAYS_COMPATIBLE), so the two versions share no field."""
+    client = registry.client
+    registry.set_compatibility(topic, "ALWAYS_COMPATIBLE")
     newer = {"type": "record", "name": "Event", "fields": [{"name": "serial", "type": "long"}]}
     _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
     _publish(client, topic, AvroSchema(None, schema_definition=newer), [{"serial": 2}])
     with pytest.raises(Exception) as failure:
-        _read(spark, proxy.url, topic)
+        _read(spark, registry.url, topic)
     text = str(failure.value)
     assert topic in text
     assert "schema version 0" in text and "latest version 1" in text
@@ -245,13 +282,13 @@ def test_a_version_that_does_not_resolve_names_topic_versions_and_field(
 
 
 def test_topics_with_different_schemas_are_refused_unless_raw(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, _, client = proxied
+    client = registry.client
     other = topic + "-other"
     _publish(client, topic, StringSchema(), ["a"])
     _publish(client, other, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
-    reader = spark.read.format("pulsar").option("service.url", proxy.url)
+    reader = spark.read.format("pulsar").option("service.url", registry.url)
     with pytest.raises(Exception, match="different schemas"):
         reader.option("topics", f"{topic},{other}").load()
     rows = reader.option("topics", f"{topic},{other}").option("valueFormat", "raw").load()
@@ -262,13 +299,13 @@ def test_topics_with_different_schemas_are_refused_unless_raw(
 
 def test_batched_partitioned_topics_and_streams_read_typed(
     spark: SparkSession,
-    proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client],
+    registry: SchemaRegistry,
     pooled_partitioned_topic: Callable[[int], str],
     tmp_path: Path,
 ) -> None:
     """Batched entries carry the version in the entry's metadata; a partitioned topic's schema
     is its parent's; a stream types values as a batch read does."""
-    proxy, answers, client = proxied
+    client = registry.client
     topic = full(pooled_partitioned_topic(2))
     schema = AvroSchema(None, schema_definition=EVOLVED[2])
     producer = client.create_producer(
@@ -278,15 +315,15 @@ def test_batched_partitioned_topics_and_streams_read_typed(
         producer.send_async({"id": i, "label": f"l{i}"}, None, partition_key=str(i))
     producer.flush()
     producer.close()
-    assert list(answers.schemas) == [topic]
+    assert len(registry.versions(topic)) == 1
     expected = [{"id": i, "label": f"l{i}"} for i in range(30)]
 
-    rows = _read(spark, proxy.url, topic)
+    rows = _read(spark, registry.url, topic)
     assert sorted((row["value"] for row in rows), key=lambda v: v["id"]) == expected
     assert {row["messageId"]["batchIndex"] for row in rows} != {-1}
 
     query = (
-        _stream(spark, proxy.url, topic)
+        _stream(spark, registry.url, topic)
         .select("value.id", "value.label")
         .writeStream.format("memory")
         .queryName("typed_values")
@@ -302,16 +339,18 @@ def test_batched_partitioned_topics_and_streams_read_typed(
 
 def test_a_stream_resolves_new_versions_and_fails_on_one_that_does_not_resolve(
     spark: SparkSession,
-    proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client],
+    registry: SchemaRegistry,
     topic: str,
     tmp_path: Path,
 ) -> None:
     """The type is fixed when the query starts (version 0: an id); a version registered later
-    that resolves to it is read (its extra fields dropped), one that does not fails the query."""
-    proxy, _, client = proxied
+    that resolves to it is read (its extra fields dropped), one that does not fails the query.
+    The topic takes any schema (ALWAYS_COMPATIBLE): the last version retypes the id."""
+    client = registry.client
+    registry.set_compatibility(topic, "ALWAYS_COMPATIBLE")
     _publish(client, topic, AvroSchema(None, schema_definition=EVOLVED[0]), [{"id": 1}])
     query = (
-        _stream(spark, proxy.url, topic)
+        _stream(spark, registry.url, topic)
         .select("value")
         .writeStream.format("memory")
         .queryName("evolving")
@@ -430,24 +469,23 @@ tests for the layouts) and the Spark value each reads as."""
 
 
 def test_date_and_time_schemas_read_typed(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """The official Python client has none of these schemas, so each topic's schema is
-    registered with the proxy as a Java producer would register it, and the payloads are
-    produced as bytes."""
-    proxy, answers, client = proxied
+    registered as a Java producer would register it, and the payloads are produced as bytes."""
+    client = registry.client
     for kind, ddl, cases in DATES_AND_TIMES:
         name = f"{topic}-{kind.lower()}"
-        answers.schemas[name] = [
-            pb.Schema(name=kind, type=pb.Schema.Type.Value(kind), schema_data=b"")
-        ]
+        registry.register(
+            name, pb.Schema(name=kind, type=pb.Schema.Type.Value(kind), schema_data=b"")
+        )
         producer = client.create_producer(name, batching_enabled=False)
         for raw, _ in cases:
             producer.send(bytes.fromhex(raw))
         producer.send(None)  # a null value
         producer.close()
-        assert _load(spark, proxy.url, name).schema["value"].dataType.simpleString() == ddl
-        values = [row["value"] for row in _read(spark, proxy.url, name)]
+        assert _load(spark, registry.url, name).schema["value"].dataType.simpleString() == ddl
+        values = [row["value"] for row in _read(spark, registry.url, name)]
         if ddl == "timestamp":
             values = [None if v is None else _utc(spark_time(spark, v)) for v in values]
         assert values == [*(value for _, value in cases), None], kind
@@ -468,16 +506,16 @@ def _readings(spark: SparkSession, values: list[Any]) -> list[Any]:
 
 
 def test_key_value_inline_from_the_official_client(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """The official Python client cannot produce with a KeyValue schema (it has no
     KeyValueSchema, and its C++ core refuses a KEY_VALUE schema without the
     ``kv.encoding.type`` property, which Python cannot set): the topic's schema is registered
     as Java's ``Schema.KeyValue(Schema.AVRO(Key), Schema.AVRO(Reading), INLINE)`` registers
     it, and the official producer sends INLINE payloads as bytes."""
-    proxy, answers, client = proxied
+    client = registry.client
     schema = key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
-    answers.schemas[topic] = [schema]
+    registry.register(topic, schema)
     values = [READINGS[0], READINGS[1], READINGS[0], None]
     producer = client.create_producer(topic, batching_enabled=False)
     for key, value in zip(KEYS, values, strict=True):
@@ -489,30 +527,30 @@ def test_key_value_inline_from_the_official_client(
         )
     producer.close()
 
-    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    df = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     loaded = df.load().schema
     assert loaded["key"].dataType.simpleString() == "struct<id:bigint,region:string>"
     assert loaded["value"].dataType.simpleString().startswith("struct<name:string,count:bigint,")
-    rows = _read(spark, proxy.url, topic)
+    rows = _read(spark, registry.url, topic)
     assert [row["key"] for row in rows] == KEYS
     assert _readings(spark, [row["value"] for row in rows]) == values
 
-    raw = _read(spark, proxy.url, topic, valueFormat="raw")
+    raw = _read(spark, registry.url, topic, valueFormat="raw")
     assert [row["key"] for row in raw] == [None] * 4
     assert raw[2]["value"] == key_value_layout(None, avro_bytes(READINGS[0], READING))
     assert raw[3]["value"] == key_value_layout(avro_bytes(KEYS[3], KEY_RECORD), None)
 
 
 def test_key_value_separated_keys_are_message_keys(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """SEPARATED: Java producers send the encoded key as a base64 message key (with
     ``partition_key_b64_encoded``), as the connector's writer sends a binary ``key``; a Python
     producer sends a String key as plain text. Both read as the key schema's type."""
-    proxy, answers, client = proxied
-    answers.schemas[topic] = [
-        key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "SEPARATED")
-    ]
+    client = registry.client
+    registry.register(
+        topic, key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "SEPARATED")
+    )
     values = [READINGS[0], READINGS[1], READINGS[1], None]
     written = spark.createDataFrame(
         [
@@ -524,47 +562,45 @@ def test_key_value_separated_keys_are_message_keys(
         ],
         "key binary, value binary",
     ).coalesce(1)
-    written.write.mode("append").format("pulsar").option("service.url", proxy.url).option(
+    written.write.mode("append").format("pulsar").option("service.url", registry.url).option(
         "topic", topic
     ).save()
-    rows = _read(spark, proxy.url, topic)
+    rows = _read(spark, registry.url, topic)
     assert [row["key"] for row in rows] == KEYS
     assert _readings(spark, [row["value"] for row in rows]) == values
 
     # The same two schemas INLINE: the same schema data, so only the properties tell them apart.
     inline = topic + "-inline"
-    answers.schemas[inline] = [
-        key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
-    ]
-    assert answers.schemas[inline][0].schema_data == answers.schemas[topic][0].schema_data
-    both = spark.read.format("pulsar").option("service.url", proxy.url)
+    registry.register(inline, key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE"))
+    assert registry.versions(inline)[0].schema_data == registry.versions(topic)[0].schema_data
+    both = spark.read.format("pulsar").option("service.url", registry.url)
     with pytest.raises(Exception, match="different schemas"):
         both.option("topics", f"{topic},{inline}").load()
 
     strings = topic + "-strings"
-    answers.schemas[strings] = [
-        key_value_schema(Half("STRING", "String"), Half.avro(EVOLVED[0]), "SEPARATED")
-    ]
+    registry.register(
+        strings, key_value_schema(Half("STRING", "String"), Half.avro(EVOLVED[0]), "SEPARATED")
+    )
     producer = client.create_producer(strings, batching_enabled=False)
     producer.send(avro_bytes({"id": 1}, EVOLVED[0]), partition_key="clé")
     producer.send(avro_bytes({"id": 2}, EVOLVED[0]))
     producer.close()
-    rows = _read(spark, proxy.url, strings)
+    rows = _read(spark, registry.url, strings)
     assert [(row["key"], row["value"]) for row in rows] == [("clé", {"id": 1}), (None, {"id": 2})]
 
 
 def test_topics_pattern_reads_typed_under_the_one_schema_rule(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    """The pattern is resolved on the driver (GetTopicsOfNamespace, answered by the proxy as an
-    Apache broker lists its topics); the topics it matches must share one schema."""
-    proxy, _, client = proxied
+    """The pattern is resolved on the driver (GetTopicsOfNamespace); the topics it matches
+    must share one schema."""
+    client = registry.client
     schema = AvroSchema(None, schema_definition=EVOLVED[2])
     _publish(client, topic + "-pa", schema, [{"id": 1, "label": "a"}])
     _publish(client, topic + "-pb", schema, [{"id": 2, "label": "b"}, {"id": 3, "label": "c"}])
     _publish(client, topic + "-other", StringSchema(), ["not matched"])
     pattern = topic.rpartition("/")[2] + "-p.*"
-    reader = spark.read.format("pulsar").option("service.url", proxy.url)
+    reader = spark.read.format("pulsar").option("service.url", registry.url)
     df = reader.option("topicsPattern", pattern).load()
     assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,label:string>"
     rows = df.orderBy("value.id").collect()
@@ -590,9 +626,9 @@ def test_topics_pattern_reads_typed_under_the_one_schema_rule(
 
 
 def test_protobuf_native_from_the_official_client(
-    spark: SparkSession, proxied: tuple[BrokerProxy, ApacheAnswers, pulsar.Client], topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, answers, client = proxied
+    client = registry.client
     messages = [
         proto.Reading(
             name="a",
@@ -608,12 +644,12 @@ def test_protobuf_native_from_the_official_client(
         proto.Reading(),
     ]
     _publish(client, topic, ProtobufNativeSchema(proto.Reading), messages)
-    (registered,) = answers.schemas[topic]
+    (registered,) = registry.versions(topic)
     assert registered.type == pb.Schema.Type.Value("ProtobufNative")
 
-    df = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    df = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     assert df.load().schema["value"].dataType.simpleString() == proto.READING_SPARK
-    full, empty = (row["value"] for row in _read(spark, proxy.url, topic))
+    full, empty = (row["value"] for row in _read(spark, registry.url, topic))
     assert full == {
         "name": "a",
         "count": -(2**40),

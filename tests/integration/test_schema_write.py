@@ -1,9 +1,10 @@
 """Writing with a schema (``valueSchema``, ``keySchema``), read by the official client's schemas.
 
-Every test but the last writes through :func:`apache_proxy`, which keeps the schema each
-producer registers (and refuses an incompatible one) as an Apache broker does; the official
-client (``pulsar-client``) then consumes with the matching ``pulsar.schema`` class, and our own
-typed read reads the same messages back.
+The tests write to the ``registry`` fixture's broker: Apache Pulsar, whose registry keeps the
+schema each producer registers and refuses one its compatibility strategy does not accept, or
+pulsar-lite behind :func:`apache_proxy`, which emulates that registry. The official client
+(``pulsar-client``) then consumes with the matching ``pulsar.schema`` class (Apache accepts a
+consumer whose schema can read the topic's), and our own typed read reads the same messages back.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 import _pulsar
 import pulsar
 import pytest
-from broker_proxy import ApacheAnswers, BrokerProxy
 from pulsar.schema import (
     Array,
     AvroSchema,
@@ -37,15 +37,25 @@ from pulsar.schema import (
 )
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+from support.official import official_client
+from support.schemas import SchemaRegistry
 from support.topics import full
 from support.written import read_topic
 
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.protocol import pb
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-Proxied = tuple[BrokerProxy, ApacheAnswers, pulsar.Client]
 
 UTC = dt.timezone.utc
 RECEIVE_MS = 10_000
@@ -61,10 +71,27 @@ class Reading(Record):
     tags = Array(String())
 
 
-READING_DDL = (
-    "value struct<name: string, weights: map<string,double>, count: bigint, ratio: double, "
-    "ok: boolean, note: string, tags: array<string>>"
+READING_TYPE = StructType(
+    [
+        StructField(
+            "value",
+            StructType(
+                [
+                    StructField("name", StringType()),
+                    StructField("weights", MapType(StringType(), DoubleType(), False)),
+                    StructField("count", LongType()),
+                    StructField("ratio", DoubleType()),
+                    StructField("ok", BooleanType()),
+                    StructField("note", StringType()),
+                    StructField("tags", ArrayType(StringType(), False)),
+                ]
+            ),
+        )
+    ]
 )
+"""The readings' DataFrame: :class:`Reading`'s fields, its map values and list items never null
+as the Record's are. Else the Record's schema could not read what was written, and Apache Pulsar
+would refuse the official consumer: a reader of ``double`` cannot read ``["null", "double"]``."""
 READING_AVRO: dict[str, Any] = {
     "type": "record",
     "name": "topLevelRecord",
@@ -72,7 +99,7 @@ READING_AVRO: dict[str, Any] = {
         {"name": "name", "type": ["null", "string"], "default": None},
         {
             "name": "weights",
-            "type": ["null", {"type": "map", "values": ["null", "double"]}],
+            "type": ["null", {"type": "map", "values": "double"}],
             "default": None,
         },
         {"name": "count", "type": ["null", "long"], "default": None},
@@ -81,12 +108,12 @@ READING_AVRO: dict[str, Any] = {
         {"name": "note", "type": ["null", "string"], "default": None},
         {
             "name": "tags",
-            "type": ["null", {"type": "array", "items": ["null", "string"]}],
+            "type": ["null", {"type": "array", "items": "string"}],
             "default": None,
         },
     ],
 }
-"""The Avro schema derived from :data:`READING_DDL`'s value."""
+"""The Avro schema derived from :data:`READING_TYPE`'s value."""
 # Nulls in every field but ``ok``: the official client's Record turns a null boolean into False.
 _FIELDS = ("name", "weights", "count", "ratio", "ok", "note", "tags")
 READINGS: list[dict[str, Any]] = [
@@ -109,7 +136,7 @@ def _write(df: DataFrame, url: str, topic: str, **options: str) -> None:
 
 def _readings_df(spark: SparkSession) -> DataFrame:
     rows = [(r,) for r in READINGS]
-    return spark.createDataFrame(rows, READING_DDL).coalesce(1)
+    return spark.createDataFrame(rows, READING_TYPE).coalesce(1)
 
 
 def _consume(client: pulsar.Client, topic: str, schema: Any, count: int) -> list[pulsar.Message]:
@@ -138,20 +165,19 @@ def _fields(value: Any) -> dict[str, Any]:
 )
 def test_record_write_is_consumed_by_the_official_schema(  # noqa: PLR0917
     spark: SparkSession,
-    proxied: Proxied,
+    registry: SchemaRegistry,
     topic: str,
     value_schema: str,
     schema: Any,
     registered: str,
 ) -> None:
-    proxy, answers, client = proxied
-    _write(_readings_df(spark), proxy.url, topic, valueSchema=value_schema)
+    _write(_readings_df(spark), registry.url, topic, valueSchema=value_schema)
 
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     assert kept.type == pb.Schema.Type.Value(registered)
     assert kept.name == topic.partition("://")[2]
     assert json.loads(kept.schema_data) == READING_AVRO
-    messages = _consume(client, topic, schema, len(READINGS))
+    messages = _consume(registry.client, topic, schema, len(READINGS))
     assert [_fields(m.value()) for m in messages] == READINGS
     assert {m.schema_version() for m in messages} == {"\x00" * 8}  # version 0, 8 bytes
     if value_schema == "json":
@@ -215,7 +241,7 @@ PRIMITIVES: list[tuple[str, str, list[Any], Any, str]] = [
 )
 def test_primitive_write_is_consumed_by_the_official_schema(  # noqa: PLR0917
     spark: SparkSession,
-    proxied: Proxied,
+    registry: SchemaRegistry,
     topic: str,
     value_schema: str,
     spark_type: str,
@@ -223,15 +249,14 @@ def test_primitive_write_is_consumed_by_the_official_schema(  # noqa: PLR0917
     schema: Any,
     registered: str,
 ) -> None:
-    proxy, answers, client = proxied
     df = spark.createDataFrame([(v,) for v in values], f"value {spark_type}").coalesce(1)
-    _write(df, proxy.url, topic, valueSchema=value_schema)
+    _write(df, registry.url, topic, valueSchema=value_schema)
 
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     assert (kept.type, kept.schema_data) == (pb.Schema.Type.Value(registered), b"")
-    messages = _consume(client, topic, schema, len(values))
+    messages = _consume(registry.client, topic, schema, len(values))
     assert [m.value() for m in messages] == values
-    typed = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    typed = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     assert [r.value for r in typed.load().orderBy("messageId").collect()] == values
 
 
@@ -312,30 +337,31 @@ def _naive_utc(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_avro_logical_types_nested_and_nulls_round_trip(
-    spark: SparkSession, proxied: Proxied, topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, answers, client = proxied
     df = spark.createDataFrame([(r,) for r in LOGICAL_ROWS], LOGICAL_DDL).coalesce(1)
-    _write(df, proxy.url, topic, valueSchema="avro")
+    _write(df, registry.url, topic, valueSchema="avro")
 
     messages = _consume(
-        client, topic, AvroSchema(None, schema_definition=LOGICAL_READER), len(LOGICAL_ROWS)
+        registry.client,
+        topic,
+        AvroSchema(None, schema_definition=LOGICAL_READER),
+        len(LOGICAL_ROWS),
     )
     assert [m.value() for m in messages] == LOGICAL_ROWS
-    typed = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    typed = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     rows = [r.value.asDict(recursive=True) for r in typed.load().orderBy("messageId").collect()]
     assert rows == [_naive_utc(r) for r in LOGICAL_ROWS]
-    assert answers.schemas_refused == 0
+    assert [v.type for v in registry.versions(topic)] == [pb.Schema.Type.Value("Avro")]
 
 
 def test_json_logical_types_are_written_as_java_writes_them(
-    spark: SparkSession, proxied: Proxied, topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, _, client = proxied
     df = spark.createDataFrame([(r,) for r in LOGICAL_ROWS[:1]], LOGICAL_DDL)
-    _write(df, proxy.url, topic, valueSchema="json")
+    _write(df, registry.url, topic, valueSchema="json")
 
-    (message,) = _consume(client, topic, BytesSchema(), 1)
+    (message,) = _consume(registry.client, topic, BytesSchema(), 1)
     assert json.loads(message.data()) == {
         "id": 1,
         "at": (AT - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1),
@@ -348,48 +374,45 @@ def test_json_logical_types_are_written_as_java_writes_them(
 
 
 def test_json_is_read_back_typed_but_bytes(
-    spark: SparkSession, proxied: Proxied, topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """Our typed read takes Json bytes for UTF-8 text (as the Python client writes them), so a
     binary field, written base64 as Java does, does not come back as written; the rest does."""
-    proxy, _, _ = proxied
     df = spark.createDataFrame([(r,) for r in LOGICAL_ROWS], LOGICAL_DDL).coalesce(1)
-    _write(df, proxy.url, topic, valueSchema="json")
+    _write(df, registry.url, topic, valueSchema="json")
 
-    typed = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    typed = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     rows = [r.value.asDict(recursive=True) for r in typed.load().orderBy("messageId").collect()]
     blobs = [None if r["blob"] is None else base64.b64encode(r["blob"]) for r in LOGICAL_ROWS]
     assert rows == [dict(_naive_utc(r), blob=b) for r, b in zip(LOGICAL_ROWS, blobs, strict=True)]
 
 
 def test_definition_is_registered_and_used(
-    spark: SparkSession, proxied: Proxied, topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """Written with the consumer's own schema: its record names, int widened to long."""
-    proxy, answers, client = proxied
     definition = json.dumps(Reading.schema())
     _write(
         _readings_df(spark),
-        proxy.url,
+        registry.url,
         topic,
         valueSchema="avro",
         **{"valueSchema.definition": definition},
     )
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     assert json.loads(kept.schema_data) == Reading.schema()
-    messages = _consume(client, topic, AvroSchema(Reading), len(READINGS))
+    messages = _consume(registry.client, topic, AvroSchema(Reading), len(READINGS))
     assert [_fields(m.value()) for m in messages] == READINGS
 
 
 def test_key_schema_writes_key_value_separated(
-    spark: SparkSession, proxied: Proxied, topic: str
+    spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
-    proxy, answers, client = proxied
     rows = [({"id": 1, "region": "eu"}, "one"), ({"id": 2, "region": None}, "two"), (None, "none")]
     df = spark.createDataFrame(rows, "key struct<id: bigint, region: string>, value string")
-    _write(df.coalesce(1), proxy.url, topic, valueSchema="string", keySchema="avro")
+    _write(df.coalesce(1), registry.url, topic, valueSchema="string", keySchema="avro")
 
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     key_avro = {
         "type": "record",
         "name": "topLevelRecord",
@@ -410,14 +433,16 @@ def test_key_schema_writes_key_value_separated(
         ("value.schema.properties", "{}"),
         ("kv.encoding.type", "SEPARATED"),
     }
-    messages = _consume(client, topic, StringSchema(), len(rows))
-    assert [m.value() for m in messages] == ["one", "two", "none"]
+    # The Python client has no KeyValue schema, and Apache refuses a consumer whose schema is
+    # not the topic's type: it consumes the values as bytes (no schema).
+    messages = _consume(registry.client, topic, BytesSchema(), len(rows))
+    assert [m.data().decode() for m in messages] == ["one", "two", "none"]
     key_schema = AvroSchema(None, schema_definition=key_avro)
     keys = [m.partition_key() for m in messages]
     assert [key_schema.decode(base64.b64decode(k)) for k in keys[:2]] == [r[0] for r in rows[:2]]
     assert keys[2] == ""
     # our typed read takes the registered KEY_VALUE schema: key and value both typed
-    ours = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    ours = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     typed = ours.load().orderBy("messageId").collect()
     assert [(None if r.key is None else r.key.asDict(), r.value) for r in typed] == rows
 
@@ -433,23 +458,26 @@ def test_writes_to_plain_pulsar_lite_with_a_schema(
 
 
 def test_incompatible_registered_schema_fails_before_sending(
-    spark: SparkSession, proxied: Proxied, client: pulsar.Client, topic: str
+    spark: SparkSession, registry: SchemaRegistry, client: pulsar.Client, topic: str
 ) -> None:
-    proxy, answers, official = proxied
-    producer = official.create_producer(full(topic), schema=AvroSchema(Reading))
+    """A Json write to a topic whose schema is Avro: every strategy but ALWAYS_COMPATIBLE
+    refuses a schema of another type."""
+    producer = registry.client.create_producer(full(topic), schema=AvroSchema(Reading))
     producer.send(Reading(name="official", count=1, ratio=0.5, ok=True, note=None, tags=[]))
     producer.close()
 
     with pytest.raises(PythonException) as info:
-        _write(_readings_df(spark), proxy.url, topic, valueSchema="json")
+        _write(_readings_df(spark), registry.url, topic, valueSchema="json")
+    refusal = (
+        "org.apache.pulsar.broker.service.schema.exceptions.IncompatibleSchemaException: "
+        "Incompatible schema: exists schema type AVRO, new schema type JSON"
+    )
     assert (
         f"IncompatibleSchemaError (server error 18): topic {full(topic)} refused the Json "
         "schema of this write, so nothing was sent to it (the broker said: create producer on "
-        f"{full(topic)}: org.apache.pulsar.broker.service.schema.exceptions."
-        "IncompatibleSchemaException: Json schema topLevelRecord is incompatible with the "
-        "topic's Avro schema Reading)"
+        f"{full(topic)}: {refusal} caused by {refusal})"
     ) in str(info.value)
-    assert answers.schemas_refused >= 1
+    assert [v.type for v in registry.versions(topic)] == [pb.Schema.Type.Value("Avro")]
     assert [g.value for g in read_topic(client, topic)] == [
         AvroSchema(Reading).encode(
             Reading(name="official", count=1, ratio=0.5, ok=True, note=None, tags=[])
@@ -560,15 +588,14 @@ def test_refused_when_defined_and_nothing_sent(  # noqa: PLR0917
 
 
 def test_streaming_write_with_a_schema(
-    spark: SparkSession, proxied: Proxied, topic: str, tmp_path: Path
+    spark: SparkSession, registry: SchemaRegistry, topic: str, tmp_path: Path
 ) -> None:
-    proxy, answers, client = proxied
     source = tmp_path / "source"
     _readings_df(spark).write.parquet(str(source))
-    stream = spark.readStream.schema(READING_DDL).parquet(str(source))
+    stream = spark.readStream.schema(READING_TYPE).parquet(str(source))
     query = (
         stream.writeStream.format("pulsar")
-        .option("service.url", proxy.url)
+        .option("service.url", registry.url)
         .option("topic", topic)
         .option("valueSchema", "avro")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -577,28 +604,100 @@ def test_streaming_write_with_a_schema(
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     assert kept.type == pb.Schema.Type.Value("Avro")
-    messages = _consume(client, topic, AvroSchema(Reading), len(READINGS))
-    assert sorted(_fields(m.value()).items().__repr__() for m in messages) == sorted(
-        r.items().__repr__() for r in READINGS
+    # A file source makes every column nullable (map values and list items too), so the
+    # consumer reads with the schema written, which the Record's could not read.
+    written = AvroSchema(None, schema_definition=json.loads(kept.schema_data))
+    messages = _consume(registry.client, topic, written, len(READINGS))
+    assert sorted(repr(sorted(m.value().items())) for m in messages) == sorted(
+        repr(sorted(r.items())) for r in READINGS
     )
 
 
 def test_partitioned_topic_keeps_one_schema_for_all_partitions(
-    spark: SparkSession, proxied: Proxied, pooled_partitioned_topic: Callable[[int], str]
+    spark: SparkSession, registry: SchemaRegistry, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
     """Each partition's producer registers the schema under the parent topic: one version."""
-    proxy, answers, _ = proxied
     topic = pooled_partitioned_topic(3)
     rows = [({"id": i, "name": f"n{i}"}, f"k{i}") for i in range(30)]
     df = spark.createDataFrame(rows, "value struct<id: bigint, name: string>, key string")
-    _write(df, proxy.url, topic, valueSchema="avro")
+    _write(df, registry.url, topic, valueSchema="avro")
 
-    (kept,) = answers.schemas[full(topic)]
+    (kept,) = registry.versions(topic)
     assert kept.type == pb.Schema.Type.Value("Avro")
-    typed = spark.read.format("pulsar").option("service.url", proxy.url).option("topic", topic)
+    typed = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
     got = {(r.key.decode(), r.value.id, r.value.name, r.partition) for r in typed.load().collect()}
     assert {(key, row["id"], row["name"]) for row, key in rows} == {g[:3] for g in got}
     assert len(got) == len(rows)
     assert {g[3] for g in got} == {0, 1, 2}
+
+
+EVENT: dict[str, Any] = {
+    "type": "record",
+    "name": "Event",
+    "fields": [{"name": "id", "type": "long"}],
+}
+
+
+@pytest.mark.apache
+@pytest.mark.parametrize("strategy", ["FULL", "BACKWARD"])
+def test_the_topics_compatibility_strategy_refuses_or_takes_a_write(
+    spark: SparkSession, apache_broker: ApacheBroker, topic: str, strategy: str
+) -> None:
+    """Apache Pulsar's registry under a real strategy (the emulation has none): a write whose
+    schema cannot read the topic's data fails with IncompatibleSchemaError and sends nothing; a
+    write adding a field with a default (null) is the topic's next version, and our typed read
+    reads both versions' messages as the newest."""
+    client = official_client(apache_broker.service_url)
+    registry = SchemaRegistry(apache_broker.service_url, client, apache=apache_broker)
+    try:
+        registry.set_compatibility(topic, strategy)
+        producer = client.create_producer(topic, schema=AvroSchema(None, schema_definition=EVENT))
+        producer.send({"id": 1})
+        producer.close()
+
+        retyped = spark.createDataFrame([({"id": "two"},)], "value struct<id: string>")
+        with pytest.raises(PythonException) as info:
+            _write(retyped, registry.url, topic, valueSchema="avro")
+        assert (
+            f"IncompatibleSchemaError (server error 18): topic {topic} refused the Avro schema "
+            "of this write, so nothing was sent to it (the broker said: create producer on "
+            f"{topic}: org.apache.pulsar.broker.service.schema.exceptions."
+            "IncompatibleSchemaException: Error during schema compatibility check with strategy "
+            f"{strategy}: org.apache.avro.SchemaValidationException: Unable to read schema:"
+        ) in str(info.value)
+        assert len(registry.versions(topic)) == 1
+
+        labelled = StructType(
+            [
+                StructField(
+                    "value",
+                    StructType(
+                        [StructField("id", LongType(), False), StructField("label", StringType())]
+                    ),
+                )
+            ]
+        )
+        added = spark.createDataFrame([({"id": 2, "label": "two"},)], labelled)
+        _write(added, registry.url, topic, valueSchema="avro")
+        versions = registry.versions(topic)
+        assert [json.loads(v.schema_data) for v in versions] == [
+            EVENT,
+            {
+                "type": "record",
+                "name": "topLevelRecord",
+                "fields": [
+                    {"name": "id", "type": "long"},
+                    {"name": "label", "type": ["null", "string"], "default": None},
+                ],
+            },
+        ]
+        typed = spark.read.format("pulsar").option("service.url", registry.url)
+        rows = typed.option("topic", topic).load().orderBy("messageId").collect()
+        assert [r.value.asDict() for r in rows] == [
+            {"id": 1, "label": None},
+            {"id": 2, "label": "two"},
+        ]
+    finally:
+        client.close()

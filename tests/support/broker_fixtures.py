@@ -18,12 +18,13 @@ from broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.local import LocalBroker
+from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.topic import full_topic_name
 
 from .clients import settings_for
 from .fake_broker import FakeBroker, Handler
 from .official import official_client
+from .schemas import SchemaRegistry
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,6 +111,26 @@ def proxied(broker: LocalBroker) -> Iterator[tuple[BrokerProxy, ApacheAnswers, p
     official = official_client(proxy.url)
     try:
         yield proxy, answers, official
+    finally:
+        official.close()
+        proxy.close()
+
+
+@pytest.fixture
+def registry(broker: LocalBroker | ApacheBroker) -> Iterator[SchemaRegistry]:
+    """The schema registry of the session broker: Apache Pulsar's own, or on pulsar-lite (which
+    keeps no schemas) a proxy emulating Apache's; with an official client of it."""
+    if isinstance(broker, ApacheBroker):
+        official = official_client(broker.service_url)
+        try:
+            yield SchemaRegistry(broker.service_url, official, apache=broker)
+        finally:
+            official.close()
+        return
+    proxy, answers = apache_proxy((broker.host, broker.port), named=True)
+    official = official_client(proxy.url)
+    try:
+        yield SchemaRegistry(proxy.url, official, answers=answers)
     finally:
         official.close()
         proxy.close()
