@@ -12,6 +12,11 @@ the count (:data:`WHILE_COUNTING`); once its end has been returned
 (:meth:`MessageCounter.count_ahead`) it goes on, up to a bound: while the executors read that
 micro-batch, the driver already counts the next. The entries counted, and so every end, are
 the same either way; only who waits for the broker changes.
+
+``maxBytesPerTrigger`` is counted the same way, over each message's payload bytes: the size of
+its value as the producer gave it (uncompressed; key, properties and metadata not counted).
+An unbatched message's size is in its metadata; a batched entry is decompressed and its
+messages' headers walked, still without decoding a value (:func:`payload_sizes`).
 """
 
 from __future__ import annotations
@@ -21,20 +26,30 @@ import functools
 from collections.abc import Callable, Generator, Mapping
 from typing import NamedTuple, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import Key, RangeReader, RawEntry, ReaderSettings, ReadRange
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.batch_scan import scan_batch
+from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.chunks import is_chunk
+from pulsar_spark.protocol.compression import decompress
+from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, is_batch
 from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.spark.offsets import has_messages_after
 
 P_co = TypeVar("P_co", covariant=True)
 T = TypeVar("T")
 
+Sizes = npt.NDArray[np.int64]
+
 # An entry being handed out: its id, the batch indexes not yet taken, whether those run to the
-# entry's last message, and how many messages it holds. Indexes are a ``range`` (slicing one
-# is O(1)); ``range(-1, 0)`` stands for an unbatched message.
-_Held = tuple[MessageId, range, bool, int]
+# entry's last message, how many messages it holds, and (counting bytes) the payload bytes of
+# the messages not yet taken, one per index. Indexes are a ``range`` and sizes an array
+# (slicing either is O(1)); ``range(-1, 0)`` stands for an unbatched message.
+_Held = tuple[MessageId, range, bool, int, Sizes | None]
 
 
 class Ahead(NamedTuple):
@@ -78,8 +93,10 @@ class MessageCounter:
         poll_timeout: float,
         *,
         ahead: Ahead | None = None,
+        sized: bool = False,
     ) -> None:
         self.position = start
+        self._sized = sized
         self._topic = topic
         self._bounds = start.last_key(), last.last_key()
         self._request_timeout = lookup.timeout
@@ -99,23 +116,61 @@ class MessageCounter:
     def take(self, wanted: int) -> int:
         """Advance over up to ``wanted`` messages; return how many it advanced over."""
         taken = 0
-        while taken < wanted and not self.exhausted:
-            held = self._held or self._next_entry()
+        while taken < wanted:
+            held = self._peek()
             if held is None:
-                self.exhausted = True
                 break
-            entry_id, indexes, reaches_entry_end, size = held
-            use = indexes[: wanted - taken]
-            rest = indexes[len(use) :]
-            taken += len(use)
-            self._held = (entry_id, rest, reaches_entry_end, size) if rest else None
-            # Having consumed a batch to its end is recorded as the whole entry (-1).
-            last_index = -1 if not rest and reaches_entry_end else use[-1]
-            self.position = MessageId(
-                entry_id.ledger_id, entry_id.entry_id, last_index, entry_id.partition
-            )
-            self.batch_size = size if last_index >= 0 else None
+            use = min(len(held[1]), wanted - taken)
+            self._advance(held, use)
+            taken += use
         return taken
+
+    def next_size(self) -> int | None:
+        """The payload bytes of the next message (None when there is none). Only for a
+        counter made ``sized``."""
+        held = self._peek()
+        if held is None:
+            return None
+        assert held[4] is not None, "a counter made without sized=True counts no bytes"
+        return int(held[4][0])
+
+    def take_bytes(self, allowance: int) -> int:
+        """Advance over the messages whose payload bytes add up to at most ``allowance``;
+        return how many bytes it advanced over. Only for a counter made ``sized``."""
+        taken = 0
+        while True:
+            held = self._peek()
+            if held is None:
+                break
+            sizes = held[4]
+            assert sizes is not None, "a counter made without sized=True counts no bytes"
+            totals = np.cumsum(sizes)
+            use = int(np.searchsorted(totals, allowance - taken, side="right"))
+            if use == 0:
+                break
+            self._advance(held, use)
+            taken += int(totals[use - 1])
+        return taken
+
+    def _peek(self) -> _Held | None:
+        """The entry the next message is in, received if need be (None: no more)."""
+        if self._held is None and not self.exhausted:
+            self._held = self._next_entry()
+            self.exhausted = self._held is None
+        return self._held
+
+    def _advance(self, held: _Held, use: int) -> None:
+        """Hand out the first ``use`` messages left in ``held``."""
+        entry_id, indexes, reaches_entry_end, size, sizes = held
+        rest = indexes[use:]
+        rest_sizes = None if sizes is None else sizes[use:]
+        self._held = (entry_id, rest, reaches_entry_end, size, rest_sizes) if rest else None
+        # Having consumed a batch to its end is recorded as the whole entry (-1).
+        last_index = -1 if not rest and reaches_entry_end else indexes[use - 1]
+        self.position = MessageId(
+            entry_id.ledger_id, entry_id.entry_id, last_index, entry_id.partition
+        )
+        self.batch_size = size if last_index >= 0 else None
 
     def count_ahead(self, ahead: bool) -> None:
         """With an :class:`Ahead`: let the thread receive up to its bound beyond what was
@@ -156,7 +211,9 @@ class MessageCounter:
 
     def _open_feed(self) -> Lookahead[_Held] | Direct[_Held]:
         # Not a bound method: the thread must not keep the counter alive (see __del__).
-        entries = functools.partial(_countable_entries, self._reader, *self._bounds)
+        entries = functools.partial(
+            _countable_entries, self._reader, *self._bounds, sized=self._sized
+        )
         if self._ahead is None:
             return Direct(entries)
         return Lookahead(
@@ -171,7 +228,7 @@ class MessageCounter:
 
 
 def _countable_entries(
-    reader: RangeReader, low: Key, high: Key, stopped: Stopped
+    reader: RangeReader, low: Key, high: Key, stopped: Stopped, *, sized: bool = False
 ) -> Generator[_Held, None, None]:
     """The entries of ``reader`` holding messages, each with its countable indexes.
 
@@ -186,7 +243,36 @@ def _countable_entries(
                 partition = raw.message.message_id.partition
                 reaches_end = indexes[-1] in (-1, raw.message_count - 1)
                 entry_id = MessageId(ledger, entry, -1, partition)
-                yield entry_id, indexes, reaches_end, raw.message_count
+                sizes = _sizes_of(raw, indexes) if sized else None
+                yield entry_id, indexes, reaches_end, raw.message_count, sizes
+
+
+def _sizes_of(raw: RawEntry, indexes: range) -> Sizes:
+    """The payload bytes of the messages at ``indexes`` of ``raw``."""
+    sizes = payload_sizes(raw)
+    if indexes.start < 0:
+        return sizes
+    return sizes[indexes.start : indexes.stop]
+
+
+def payload_sizes(raw: RawEntry) -> Sizes:
+    """The payload bytes of each message of an entry, by batch index (one for an unbatched
+    message; for a chunked one, its whole value's)."""
+    metadata = raw.section.metadata
+    if not is_batch(metadata):
+        if metadata.HasField("uncompressed_size"):
+            size = metadata.uncompressed_size
+        elif is_chunk(metadata):
+            size = metadata.total_chunk_msg_size
+        else:
+            size = len(raw.section.payload)
+        return np.array([size], dtype=np.int64)
+    count = metadata.num_messages_in_batch
+    data = decompress(metadata.compression, raw.section.payload, metadata.uncompressed_size)
+    fields = scan_batch(data, count, 0) if count >= SCAN_MIN_MESSAGES else None
+    if fields is None:
+        fields = walk_batch(data, count, 0)
+    return np.asarray(fields.value_length, dtype=np.int64)
 
 
 def _message_count(held: _Held) -> int:
@@ -243,6 +329,46 @@ class Countable(Protocol[P_co]):
     def take(self, wanted: int) -> int: ...
 
 
+class ByteCountable(Protocol[P_co]):
+    """What :func:`limit_byte_ends` shares a budget of bytes over."""
+
+    @property
+    def position(self) -> P_co: ...
+
+    def next_size(self) -> int | None: ...
+
+    def take_bytes(self, allowance: int) -> int: ...
+
+
+def limit_byte_ends(counters: Mapping[str, ByteCountable[T]], budget: int) -> dict[str, T]:
+    """Share ``budget`` payload bytes among partitions; return each one's end position.
+
+    Every partition with a message takes its first one whatever its size, so that a stream
+    always progresses, even past a message larger than the budget. Then, in rounds, each
+    partition whose next message still fits in what is left takes messages up to an even share
+    of it (or its next message, when that is larger than the share), until no next message
+    fits: the micro-batch holds at most ``budget`` bytes beyond those first messages."""
+    remaining = budget
+    for counter in counters.values():
+        first = counter.next_size()
+        if first is not None:
+            remaining -= counter.take_bytes(first)
+    while True:
+        active = [c for c in counters.values() if _fits(c.next_size(), remaining)]
+        if not active:
+            break
+        share = remaining // len(active)
+        for counter in active:
+            size = counter.next_size()
+            if size is not None and size <= remaining:
+                remaining -= counter.take_bytes(min(max(share, size), remaining))
+    return {name: counter.position for name, counter in counters.items()}
+
+
+def _fits(size: int | None, remaining: int) -> bool:
+    return size is not None and size <= remaining
+
+
 def limit_ends(counters: Mapping[str, Countable[T]], budget: int) -> dict[str, T]:
     """Share ``budget`` messages fairly among partitions; return each one's end position."""
     remaining = budget
@@ -273,9 +399,16 @@ class KeptCounters:
         self._counters: dict[str, MessageCounter] = {}
 
     def ends(
-        self, starts: Mapping[str, MessageId], available: Mapping[str, MessageId], budget: int
+        self,
+        starts: Mapping[str, MessageId],
+        available: Mapping[str, MessageId],
+        budget: int,
+        *,
+        in_bytes: bool = False,
     ) -> dict[str, MessageId]:
-        """End positions after at most ``budget`` messages past ``starts``.
+        """End positions after at most ``budget`` messages past ``starts`` (``in_bytes``: at
+        most ``budget`` payload bytes, see :func:`limit_byte_ends`; the counters must have
+        been opened ``sized``).
 
         A counter that already stands at a partition's start (it ended the previous
         micro-batch there, and the range's end has not moved) goes on from where it is, with
@@ -292,7 +425,7 @@ class KeptCounters:
         try:
             for counter in counters.values():
                 counter.count_ahead(False)
-            ends = limit_ends(counters, budget)
+            ends = limit_byte_ends(counters, budget) if in_bytes else limit_ends(counters, budget)
         except BaseException:
             self.close()
             raise

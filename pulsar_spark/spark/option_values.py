@@ -24,6 +24,12 @@ log = logging.getLogger(__name__)
 # The one topic to read or write; reads also take a list or a pattern instead.
 TOPIC = "topic"
 
+# streamnative/pulsar-spark's admin REST endpoint and the settings of its admin client. Nothing
+# in this connector uses the admin API (maxBytesPerTrigger is counted over the binary
+# protocol), so they are accepted, on reads and writes, with the no-effect warning.
+ADMIN_URL = "admin.url"
+ADMIN_SETTINGS = "pulsar.admin."
+
 # Keys Spark itself may put into a source's or sink's options.
 SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
 
@@ -91,15 +97,22 @@ class OptionValues:
         unsupported: Collection[Unsupported] = (),
         *,
         system: str = "Pulsar",
+        prefixes_without_effect: Collection[str] = (),
     ) -> None:
         """Refuse an option that is neither ``known`` nor one of ``without_effect`` (names
         the Java client has, accepted with a warning that they change nothing here), and one
-        of ``unsupported`` unless its value asks for nothing."""
+        of ``unsupported`` unless its value asks for nothing. An option starting with one of
+        ``prefixes_without_effect`` (a whole family of Java settings) is accepted with the
+        warning too."""
         lower = {k.lower(): k for k in known}
         ignored = {k.lower(): k for k in without_effect}
         refused = {u.name.lower(): u for u in unsupported}
+        prefixes = tuple(p.lower() for p in prefixes_without_effect)
         for key, value in self._values.items():
             if key in lower or key in SPARK_OPTIONS:
+                continue
+            if prefixes and key.startswith(prefixes):
+                _warn_without_effect(key)
                 continue
             if key in refused:
                 if not refused[key].asks_nothing(str(value)):

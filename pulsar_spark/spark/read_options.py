@@ -7,7 +7,14 @@ except the few that Spark itself adds.
 
 Some rules depend on the mode: a batch read starts at ``earliest`` by default and may not
 start at ``latest`` (it would read nothing) nor take ``maxMessagesPerTrigger``; a stream starts
-at ``latest`` by default and has no end. :meth:`ReadOptions.parse` applies the rules of the
+at ``latest`` by default and has no end.
+
+Jobs moved from streamnative/pulsar-spark keep their options where this connector does the
+same: ``predefinedSubscription``, ``maxBytesPerTrigger``, ``waitingForNonExistedTopic`` (a topic
+that does not exist yet is read as empty, and a stream reads it once it appears), and
+``admin.url`` and ``pulsar.admin.*``, accepted with a warning because nothing here uses the
+admin REST API. Those asking for something this connector does not do are refused with the
+option to use instead. :meth:`ReadOptions.parse` applies the rules of the
 :class:`ReadMode` it is given. Spark asks for the schema before it says whether the read is a
 batch or a stream, so :func:`check_read_options` checks only what holds in both modes.
 """
@@ -32,7 +39,13 @@ from pulsar_spark.spark.client_options import (
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
+from pulsar_spark.spark.option_values import (
+    ADMIN_SETTINGS,
+    ADMIN_URL,
+    TOPIC,
+    OptionValues,
+    Unsupported,
+)
 from pulsar_spark.spark.positions import (
     Bound,
     Earliest,
@@ -56,12 +69,16 @@ ENDING_TIME = "endingTime"
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 SUBSCRIPTION_NAME = "subscriptionName"
 PREDEFINED_SUBSCRIPTION = "predefinedSubscription"  # streamnative/pulsar-spark's name for it
 VALUE_FORMAT = "valueFormat"
 VALUE_FORMATS = ("auto", "raw")
+# streamnative/pulsar-spark's option: a stream on a topic that does not exist yet waits for it
+# here anyway (see _waiting_for_topic).
+WAITING_FOR_NON_EXISTED_TOPIC = "waitingForNonExistedTopic"
 
 READ_OPTIONS = (
     SERVICE_URL,
@@ -75,6 +92,7 @@ READ_OPTIONS = (
     POLL_TIMEOUT_MS,
     FAIL_ON_DATA_LOSS,
     MAX_MESSAGES_PER_TRIGGER,
+    MAX_BYTES_PER_TRIGGER,
     MIN_PARTITIONS,
     RECEIVER_QUEUE_SIZE,
     SUBSCRIPTION_NAME,
@@ -82,6 +100,7 @@ READ_OPTIONS = (
     VALUE_FORMAT,
     VALUE_SCHEMA,
     VALUE_SCHEMA + DEFINITION,
+    WAITING_FOR_NON_EXISTED_TOPIC,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -129,6 +148,22 @@ READER_UNSUPPORTED = (
         ("0",),
     ),
 )
+# streamnative/pulsar-spark options asking for what this connector does another way.
+CONNECTOR_UNSUPPORTED = (
+    Unsupported(
+        "allowDifferentTopicSchemas",
+        "topics with different schemas are refused when the DataFrame is defined; read them "
+        f"with {VALUE_FORMAT!r}='raw' (the payload bytes of every topic) or in one DataFrame "
+        "per schema",
+        ("false",),
+    ),
+    Unsupported(
+        "subscriptionPrefix",
+        "a stream keeps no subscription of its own on each partition; give "
+        f"{SUBSCRIPTION_NAME!r} to keep one durable subscription of that name on every "
+        "partition read",
+    ),
+)
 
 
 class ReadMode(enum.Enum):
@@ -145,7 +180,7 @@ class _Rules:
     default_start: Bound
     latest_start: bool  # startingOffsets may say 'latest'
     has_end: bool  # endingOffsets / endingTime may be given
-    per_trigger: bool  # maxMessagesPerTrigger and subscriptionName may be given
+    per_trigger: bool  # maxMessagesPerTrigger, maxBytesPerTrigger and subscriptionName
 
 
 _MODE_RULES = {
@@ -175,6 +210,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     max_messages_per_trigger: int | None
     receiver_queue_size: int
+    max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
     subscription: str | None = None  # durable subscription holding the stream's position
     value_format: str = "auto"  # auto: value typed by the topic's schema; raw: payload bytes
@@ -199,9 +235,11 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
     opts.refuse_unknown(
         READ_OPTIONS,
         "reading",
-        (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT),
-        (*CLIENT_UNSUPPORTED, *READER_UNSUPPORTED),
+        (*CLIENT_WITHOUT_EFFECT, *READER_WITHOUT_EFFECT, ADMIN_URL),
+        (*CLIENT_UNSUPPORTED, *READER_UNSUPPORTED, *CONNECTOR_UNSUPPORTED),
+        prefixes_without_effect=(ADMIN_SETTINGS,),
     )
+    _waiting_for_topic(opts, rules)
     starting = _starting(opts, rules)
     ending = _ending(opts, rules)
     value_format = _value_format(opts)
@@ -212,8 +250,9 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         ending=ending,
         poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
         fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
-        max_messages_per_trigger=_max_per_trigger(opts, rules),
+        max_messages_per_trigger=_max_per_trigger(opts, rules, MAX_MESSAGES_PER_TRIGGER),
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
+        max_bytes_per_trigger=_max_per_trigger(opts, rules, MAX_BYTES_PER_TRIGGER),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=_subscription(opts, rules),
         value_format=value_format,
@@ -346,14 +385,28 @@ def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
     return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
 
 
-def _max_per_trigger(opts: OptionValues, rules: _Rules) -> int | None:
-    if not opts.has(MAX_MESSAGES_PER_TRIGGER):
+def _max_per_trigger(opts: OptionValues, rules: _Rules, name: str) -> int | None:
+    if not opts.has(name):
         return None
     if not rules.per_trigger:
+        raise ConfigurationError(f"option {name!r} applies to streaming reads only")
+    if opts.has(MAX_MESSAGES_PER_TRIGGER) and opts.has(MAX_BYTES_PER_TRIGGER):
         raise ConfigurationError(
-            f"option {MAX_MESSAGES_PER_TRIGGER!r} applies to streaming reads only"
+            f"options {MAX_MESSAGES_PER_TRIGGER!r} and {MAX_BYTES_PER_TRIGGER!r} cannot be used "
+            "together: a micro-batch is bounded by a count of messages or of payload bytes"
         )
-    return opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 0)
+    return opts.positive_int(name, 0)
+
+
+def _waiting_for_topic(opts: OptionValues, rules: _Rules) -> None:
+    """``waitingForNonExistedTopic``: a stream reads a topic that does not exist yet as empty
+    until it appears, with or without it; a batch read does not wait."""
+    if opts.boolean(WAITING_FOR_NON_EXISTED_TOPIC, default=False) and not rules.per_trigger:
+        raise ConfigurationError(
+            f"option {WAITING_FOR_NON_EXISTED_TOPIC!r}='true' applies to streaming reads only: "
+            "a batch read of a topic that does not exist yet reads no rows at once, and a "
+            "stream reads it as empty until it appears, with or without the option"
+        )
 
 
 def _subscription(opts: OptionValues, rules: _Rules) -> str | None:

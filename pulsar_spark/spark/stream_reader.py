@@ -11,10 +11,11 @@ The pieces are their own modules: where the query starts (:mod:`.start_offsets`)
 micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
 (:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
 position, or a task whose start retention removed), and counting messages for
-``maxMessagesPerTrigger`` (:mod:`.counting`), the durable subscription ``subscriptionName``
-keeps (:mod:`.subscription`: created at the start, acknowledged through each committed
-micro-batch's end; it holds data in the broker and never decides what is read) and the lag
-logged per micro-batch (:mod:`.lag`). This class wires them to Spark.
+``maxMessagesPerTrigger`` and their payload bytes for ``maxBytesPerTrigger``
+(:mod:`.counting`), the durable subscription ``subscriptionName`` keeps (:mod:`.subscription`:
+created at the start, acknowledged through each committed micro-batch's end; it holds data in
+the broker and never decides what is read) and the lag logged per micro-batch (:mod:`.lag`).
+This class wires them to Spark.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -35,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import KeptCounters, MessageCounter, ahead_for
+from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
@@ -99,8 +101,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return initial_offset(self.options.starting, self._discover(lookup), positions).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_messages_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        rows, size = self.options.max_messages_per_trigger, self.options.max_bytes_per_trigger
+        if size is not None:
+            return ReadMaxBytes(size)
+        return ReadAllAvailable() if rows is None else ReadMaxRows(rows)
 
     def prepareForTriggerAvailableNow(self) -> None:
         def last_ids() -> dict[str, MessageId | None]:
@@ -205,6 +209,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = PulsarOffset(
                 self._counters.ends(ranges.starts, ranges.ends, limit.max_rows)
             ).to_json()
+        elif isinstance(limit, ReadMaxBytes):
+            ends = self._counters.ends(ranges.starts, ranges.ends, limit.max_bytes, in_bytes=True)
+            end = PulsarOffset(ends).to_json()
         _log_lag(end, self._latest)
         return end
 
@@ -225,10 +232,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (lambda ref: recorded.get(ref.name)), now
 
     def _open_counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
-        budget = self.options.max_messages_per_trigger or 1
+        sized = self.options.max_bytes_per_trigger is not None
+        # counting bytes, each partition may receive ahead as many messages as while counting
+        budget = self.options.max_messages_per_trigger or WHILE_COUNTING * len(self._refs)
         ahead = ahead_for(budget, len(self._refs))
         lookup = self._connect()
-        return MessageCounter(lookup, name, start, last, self.options.poll_timeout, ahead=ahead)
+        return MessageCounter(
+            lookup, name, start, last, self.options.poll_timeout, ahead=ahead, sized=sized
+        )
 
 
 def _log_lag(end: dict[str, Any], latest: dict[str, Any]) -> None:

@@ -20,7 +20,13 @@ from pulsar_spark.spark.client_options import (
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
+from pulsar_spark.spark.option_values import (
+    ADMIN_SETTINGS,
+    ADMIN_URL,
+    TOPIC,
+    OptionValues,
+    Unsupported,
+)
 from pulsar_spark.spark.write_schemas import (
     DEFINITION,
     KEY_SCHEMA,
@@ -121,8 +127,9 @@ class WriteOptions:
         opts.refuse_unknown(
             WRITE_OPTIONS,
             "writing to",
-            (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT),
+            (*CLIENT_WITHOUT_EFFECT, *PRODUCER_WITHOUT_EFFECT, ADMIN_URL),
             (*CLIENT_UNSUPPORTED, *PRODUCER_UNSUPPORTED),
+            prefixes_without_effect=(ADMIN_SETTINGS,),
         )
         topic = opts.get(TOPIC)
         if topic is not None and "," in topic:
