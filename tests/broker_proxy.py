@@ -5,15 +5,12 @@ can be injected as if from the broker, and commands can be rewritten on their wa
 direction. :class:`ApacheAnswers` uses the last to make pulsar-lite behave the way Apache
 Pulsar does where the two differ.
 
-pulsar-lite has neither TLS nor authentication (it accepts any credentials), so the proxy can
-add both in front of it:
+With ``tls`` the listener speaks TLS (built on :mod:`ssl`, see :func:`server_tls_context`) and
+:attr:`BrokerProxy.url` is ``pulsar+ssl://``; the broker side stays plain TCP. That serves
+certificates a client must refuse, and shows the server name it sends. (Authentication is
+tested against an Apache broker configured for it, tests/support/apache_secure.py.)
 
-- ``tls``: the listener speaks TLS (built on :mod:`ssl`, see :func:`server_tls_context`) and
-  :attr:`BrokerProxy.url` is ``pulsar+ssl://``; the broker side stays plain TCP.
-- ``auth``: an :class:`AuthPolicy` checks the client's CONNECT the way an Apache broker does,
-  answers a failure with Apache's CommandError, and challenges expired tokens for a refresh.
-
-With neither, and no rewrite, the proxy only pumps bytes.
+Without TLS and a rewrite, the proxy only pumps bytes.
 """
 
 from __future__ import annotations
@@ -24,11 +21,8 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-
-from support import tokens
 
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command
@@ -44,18 +38,6 @@ Answer = Callable[[pb.BaseCommand], "pb.BaseCommand | None"]
 """Answers a client's command in the broker's place (it is then not forwarded), or returns
 None to let it through."""
 
-AUTH_FAILED_REQUEST_ID = 2**64 - 1
-"""The request id of Apache's authentication CommandError: Java's ``-1`` as a uint64."""
-
-AUTH_FAILED_MESSAGE = "Failed to authenticate"
-"""The message of every authentication CommandError an Apache broker sends (ServerCnx)."""
-
-AUTH_REFRESH_DATA = b"PulsarAuthRefresh"
-"""``challenge.auth_data`` of the AuthChallenge asking a client for fresh credentials."""
-
-PROTOCOL_VERSION = 21
-"""The newest protocol version an Apache broker speaks; challenges advertise at most this."""
-
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a client gets to complete the TLS handshake."""
 
@@ -63,45 +45,12 @@ _FRAME_HEADER = struct.Struct(">II")
 _RECV_SIZE = 65536
 
 
-def server_tls_context(
-    cert: Path, key: Path, client_ca: Path | None = None, *, require_client_cert: bool = True
-) -> ssl.SSLContext:
-    """A server-side TLS context presenting ``cert``/``key``.
-
-    With ``client_ca``, client certificates are checked against it (mutual TLS): required by
-    default; with ``require_client_cert=False`` one is only checked if sent, as an Apache
-    broker does unless ``tlsRequireTrustedClientCertOnConnect`` is set.
-    """
+def server_tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server-side TLS context presenting ``cert``/``key``."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
-    if client_ca is not None:
-        context.load_verify_locations(cafile=client_ca)
-        context.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
     return context
-
-
-def auth_error_command() -> pb.BaseCommand:
-    """The CommandError an Apache broker sends when authentication fails, then closing."""
-    error = pb.CommandError(
-        request_id=AUTH_FAILED_REQUEST_ID, error=pb.AuthenticationError, message=AUTH_FAILED_MESSAGE
-    )
-    return pb.BaseCommand(type=Type.ERROR, error=error)
-
-
-def auth_challenge_command(method: str, protocol_version: int) -> pb.BaseCommand:
-    """The AuthChallenge an Apache broker sends to have a client refresh its credentials."""
-    challenge = pb.CommandAuthChallenge(
-        challenge=pb.AuthData(auth_method_name=method, auth_data=AUTH_REFRESH_DATA),
-        protocol_version=min(PROTOCOL_VERSION, protocol_version),
-    )
-    return pb.BaseCommand(type=Type.AUTH_CHALLENGE, authChallenge=challenge)
-
-
-def auth_response_data(command: pb.BaseCommand) -> pb.AuthData | None:
-    """The credentials in an AUTH_RESPONSE, or ``None`` if it carries none."""
-    response = command.authResponse
-    return response.response if response.HasField("response") else None
 
 
 def _take_frames(pending: bytearray) -> list[bytes]:
@@ -162,15 +111,6 @@ class _TlsStream:
         sock.settimeout(None)
         return stream
 
-    def peer_common_name(self) -> str | None:
-        """The CN of the client certificate, if the client sent a trusted one."""
-        subject = (self._tls.getpeercert() or {}).get("subject", ())
-        for rdn in subject if isinstance(subject, tuple) else ():
-            for attribute in rdn:
-                if attribute[0] == "commonName":
-                    return str(attribute[1])
-        return None
-
     def recv(self, size: int) -> bytes:
         """Up to ``size`` decrypted bytes; ``b""`` once the client closed."""
         while True:
@@ -213,203 +153,6 @@ class _TlsStream:
 Stream = socket.socket | _TlsStream
 
 
-@dataclass(eq=False, kw_only=True)  # compared and hashed by identity: kept in a set
-class _Session:
-    """One authenticated client connection, as the :class:`AuthPolicy` tracks it."""
-
-    method: str
-    principal: str
-    expires_at: float | None
-    supports_refresh: bool
-    protocol_version: int
-    peer_common_name: str | None
-    send: Callable[[pb.BaseCommand], None]
-    drop: Callable[[], None]
-    deadline: float | None = None
-    closed: threading.Event = field(default_factory=threading.Event)
-
-
-class AuthPolicy:
-    """Authentication the way an Apache broker enforces it, for a :class:`BrokerProxy`.
-
-    The methods offered are those configured: ``token`` (HS256 JWTs signed with
-    ``token_secret``, see :mod:`support.tokens`; ``exp`` enforced), ``basic`` (auth data
-    ``userId:password`` checked against ``basic_users``) and ``tls`` (the principal is the CN of
-    the client certificate; needs a proxy whose TLS context checks client certificates).
-
-    A failed CONNECT or AuthResponse gets :func:`auth_error_command` and the connection is
-    closed. Every ``refresh_check_seconds`` each connection is checked, as Apache's
-    ``authenticationRefreshCheckSeconds`` does: once its token expired, a client that set
-    ``supports_auth_refresh`` is sent :func:`auth_challenge_command` and must answer with
-    valid credentials for the same principal within ``refresh_grace_seconds``; any other
-    client is disconnected.
-
-    Outcomes are recorded for assertions: :attr:`accepted` and :attr:`rejected` hold
-    ``(method, principal)`` and ``(method, reason)`` for each CONNECT, :attr:`disconnects`
-    ``(principal, reason)`` for connections the refresh check closed, and the counters
-    :attr:`challenges_sent`, :attr:`responses_accepted` and :attr:`responses_rejected`.
-    """
-
-    def __init__(
-        self,
-        *,
-        token_secret: bytes | None = None,
-        basic_users: Mapping[str, str] | None = None,
-        tls: bool = False,
-        refresh_check_seconds: float = 0.2,
-        refresh_grace_seconds: float = 2.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        """Offer the methods given; ``clock`` is the wall clock token expiry is checked on."""
-        if token_secret is None and basic_users is None and not tls:
-            raise ValueError("an AuthPolicy needs at least one method")
-        self.token_secret = token_secret
-        self.basic_users = dict(basic_users) if basic_users is not None else None
-        self.tls = tls
-        self.refresh_check_seconds = refresh_check_seconds
-        self.refresh_grace_seconds = refresh_grace_seconds
-        self.clock = clock
-        self.accepted: list[tuple[str, str]] = []
-        self.rejected: list[tuple[str, str]] = []
-        self.disconnects: list[tuple[str, str]] = []
-        self.challenges_sent = 0
-        self.responses_accepted = 0
-        self.responses_rejected = 0
-        self._lock = threading.Lock()
-        self._sessions: set[_Session] = set()
-
-    @property
-    def methods(self) -> frozenset[str]:
-        """The ``auth_method_name`` values this policy accepts."""
-        offered = {
-            "token": self.token_secret is not None,
-            "basic": self.basic_users is not None,
-            "tls": self.tls,
-        }
-        return frozenset(name for name, on in offered.items() if on)
-
-    @property
-    def open_connections(self) -> int:
-        """How many authenticated connections are open."""
-        with self._lock:
-            return len(self._sessions)
-
-    def challenge_all(self) -> int:
-        """Send a refresh challenge to every open connection whose client supports one (as
-        Apache, never to others) now; return how many were sent. Each must be answered
-        within ``refresh_grace_seconds``."""
-        with self._lock:
-            sessions = [s for s in self._sessions if s.supports_refresh]
-        for session in sessions:
-            self._challenge(session)
-        return len(sessions)
-
-    def authenticate(
-        self, method: str, data: bytes, peer_common_name: str | None
-    ) -> tuple[str | None, float | None, str]:
-        """Check credentials: ``(principal or None, expiry or None, reason if refused)``."""
-        if method == "token" and self.token_secret is not None:
-            token = data.decode("utf-8", "replace")
-            principal = tokens.verify(token, self.token_secret, self.clock())
-            if principal is not None:
-                return principal, tokens.expires_at(token), ""
-            if tokens.verify(token, self.token_secret, float("-inf")) is not None:
-                return None, None, "expired token"
-            return None, None, "invalid token"
-        if method == "basic" and self.basic_users is not None:
-            user, colon, password = data.decode("utf-8", "replace").partition(":")
-            if colon and user in self.basic_users and self.basic_users[user] == password:
-                return user, None, ""
-            return None, None, "wrong user or password"
-        if method == "tls" and self.tls:
-            if peer_common_name is None:
-                return None, None, "no client certificate"
-            return peer_common_name, None, ""
-        return None, None, f"no authentication provider for {method!r}"
-
-    # ------------------------------------------------------------------ proxy side
-
-    def _connect(
-        self, connect: pb.CommandConnect, peer_common_name: str | None
-    ) -> tuple[str | None, float | None]:
-        method = connect.auth_method_name or "none"
-        principal, expires_at, reason = self.authenticate(
-            method, connect.auth_data, peer_common_name
-        )
-        with self._lock:
-            if principal is None:
-                self.rejected.append((method, reason))
-            else:
-                self.accepted.append((method, principal))
-        return principal, expires_at
-
-    def _open(self, session: _Session) -> None:
-        with self._lock:
-            self._sessions.add(session)
-        threading.Thread(target=self._watch, args=(session,), daemon=True).start()
-
-    def _close(self, session: _Session) -> None:
-        session.closed.set()
-        with self._lock:
-            self._sessions.discard(session)
-
-    def _watch(self, session: _Session) -> None:
-        while not session.closed.wait(self.refresh_check_seconds):
-            now = self.clock()
-            with self._lock:
-                deadline = session.deadline
-                expired = session.expires_at is not None and session.expires_at <= now
-            if deadline is not None:
-                if time.monotonic() >= deadline:
-                    self._disconnect(session, "no valid answer to the refresh challenge in time")
-            elif expired:
-                if session.supports_refresh:
-                    self._challenge(session)
-                else:
-                    self._disconnect(session, "credentials expired; client cannot refresh")
-
-    def _challenge(self, session: _Session) -> None:
-        with self._lock:
-            session.deadline = time.monotonic() + self.refresh_grace_seconds
-            self.challenges_sent += 1
-        with contextlib.suppress(OSError):
-            session.send(auth_challenge_command(session.method, session.protocol_version))
-
-    def _disconnect(self, session: _Session, reason: str) -> None:
-        with self._lock:
-            if session.closed.is_set():
-                return
-            self.disconnects.append((session.principal, reason))
-        self._close(session)
-        session.drop()
-
-    def _answer(self, session: _Session, response: pb.AuthData | None) -> None:
-        """Handle an AuthResponse (never forwarded: pulsar-lite does not know it)."""
-        principal: str | None = None
-        expires_at: float | None = None
-        if response is not None and response.HasField("auth_data"):
-            principal, expires_at, _ = self.authenticate(
-                session.method, response.auth_data, session.peer_common_name
-            )
-        if principal is None:
-            with self._lock:
-                self.responses_rejected += 1
-            with contextlib.suppress(OSError):
-                session.send(auth_error_command())
-            self._disconnect(session, "invalid credentials in the refresh answer")
-            return
-        if principal != session.principal:
-            with self._lock:
-                self.responses_rejected += 1
-            # Apache closes without an error when the principal changes.
-            self._disconnect(session, f"principal changed to {principal!r} on refresh")
-            return
-        with self._lock:
-            session.expires_at = expires_at
-            session.deadline = None
-            self.responses_accepted += 1
-
-
 class BrokerProxy:
     """Forwards every connection made to :attr:`url` to the broker at ``target``.
 
@@ -418,7 +161,6 @@ class BrokerProxy:
         rewrite: Changes commands in both directions (frames are then forwarded whole).
         tls: Terminate TLS with this server context; :attr:`url` is then ``pulsar+ssl://``.
             The handshake runs in the connection's own thread; a failed one just closes it.
-        auth: Authenticate clients as an Apache broker does (see :class:`AuthPolicy`).
         answer: Answers some client commands itself (needs ``rewrite``, which frames the
             stream); what it answers never reaches the broker.
     """
@@ -429,16 +171,12 @@ class BrokerProxy:
         rewrite: Rewrite | None = None,
         *,
         tls: ssl.SSLContext | None = None,
-        auth: AuthPolicy | None = None,
         answer: Answer | None = None,
     ) -> None:
-        if auth is not None and auth.tls and (tls is None or tls.verify_mode == ssl.CERT_NONE):
-            raise ValueError("the tls method needs a TLS context that checks client certificates")
         self._target = target
         self._rewrite = rewrite
         self._answer = answer
         self._tls = tls
-        self.auth = auth
         self._listener = socket.create_server(("127.0.0.1", 0))
         scheme = "pulsar+ssl" if tls is not None else "pulsar"
         self.url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -477,12 +215,6 @@ class BrokerProxy:
             for broker in self._upstream:
                 broker.sendall(encode_command(command))
 
-    def challenge_all(self) -> int:
-        """Ask every authenticated client for fresh credentials now (see :class:`AuthPolicy`)."""
-        if self.auth is None:
-            raise RuntimeError("this proxy does not authenticate")
-        return self.auth.challenge_all()
-
     def close(self) -> None:
         """Cut every connection and stop listening; held bytes are dropped, not delivered."""
         with contextlib.suppress(OSError):
@@ -502,7 +234,7 @@ class BrokerProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            if self._tls is not None or self.auth is not None:
+            if self._tls is not None:
                 threading.Thread(target=self._serve, args=(client,), daemon=True).start()
                 continue
             upstream = socket.create_connection(self._target)
@@ -523,7 +255,7 @@ class BrokerProxy:
         return False
 
     def _serve(self, client: socket.socket) -> None:
-        """One connection, in its own thread: TLS handshake, authentication, then pumping."""
+        """One connection, in its own thread: TLS handshake, then pumping."""
         if not self._register(client):
             return
         stream: Stream = client
@@ -533,16 +265,13 @@ class BrokerProxy:
             except (OSError, ValueError):
                 _cut(client)
                 return
-        if self.auth is None:
-            upstream = self._connect_upstream(client)
-            if upstream is None:
-                return
-            with self._lock:
-                self._downstream.append(stream)
-            threading.Thread(target=self._pump, args=(upstream, stream, True), daemon=True).start()
-            self._pump(stream, upstream, False)
+        upstream = self._connect_upstream(client)
+        if upstream is None:
             return
-        self._serve_authenticated(client, stream, self.auth)
+        with self._lock:
+            self._downstream.append(stream)
+        threading.Thread(target=self._pump, args=(upstream, stream, True), daemon=True).start()
+        self._pump(stream, upstream, False)
 
     def _connect_upstream(self, client: socket.socket) -> socket.socket | None:
         try:
@@ -557,89 +286,14 @@ class BrokerProxy:
             self._upstream.append(upstream)
         return upstream
 
-    def _serve_authenticated(self, client: socket.socket, stream: Stream, auth: AuthPolicy) -> None:
-        pending = bytearray()
-        frames: list[bytes] = []
-        with contextlib.suppress(OSError):
-            while not frames and (data := stream.recv(_RECV_SIZE)):
-                pending += data
-                frames = _take_frames(pending)
-        if not frames or _command_of(frames[0]).type != Type.CONNECT:
-            _cut(client)
-            return
-        connect = _command_of(frames[0]).connect
-        peer = stream.peer_common_name() if isinstance(stream, _TlsStream) else None
-        principal, expires_at = auth._connect(connect, peer)
-        if principal is None:
-            with contextlib.suppress(OSError), self._lock:
-                stream.sendall(encode_command(auth_error_command()))
-            _cut(client)
-            return
-        upstream = self._connect_upstream(client)
-        if upstream is None:
-            return
-        with self._lock:
-            self._downstream.append(stream)
-        session = _Session(
-            method=connect.auth_method_name,
-            principal=principal,
-            expires_at=expires_at,
-            supports_refresh=connect.feature_flags.supports_auth_refresh,
-            protocol_version=connect.protocol_version,
-            peer_common_name=peer,
-            send=lambda command: self._send_to_client(stream, command),
-            drop=lambda: _cut(client, upstream),
-        )
-        auth._open(session)
-        threading.Thread(
-            target=self._pump, args=(upstream, stream, True, True), daemon=True
-        ).start()
-        try:
-            self._pump_client_frames(
-                stream, upstream, session=session, auth=auth, frames=frames, pending=pending
-            )
-        finally:
-            auth._close(session)
-            _cut(client, upstream)
-
-    def _pump_client_frames(
-        self,
-        stream: Stream,
-        upstream: socket.socket,
-        *,
-        session: _Session,
-        auth: AuthPolicy,
-        frames: list[bytes],
-        pending: bytearray,
-    ) -> None:
-        """Forward the client's frames, answering AuthResponses here instead."""
-        with contextlib.suppress(OSError):
-            while True:
-                out = bytearray()
-                for frame in frames:
-                    command = _command_of(frame)
-                    if command.type == Type.AUTH_RESPONSE:
-                        auth._answer(session, auth_response_data(command))
-                        continue
-                    if self._answered(frame, stream):
-                        continue
-                    out += self._rewritten_frame(frame, command)
-                if out:
-                    with self._lock:
-                        upstream.sendall(out)
-                if session.closed.is_set() or not (data := stream.recv(_RECV_SIZE)):
-                    return
-                pending += data
-                frames = _take_frames(pending)
-
     def _send_to_client(self, stream: Stream, command: pb.BaseCommand) -> None:
         """Write a command of the proxy's own between two forwarded broker frames."""
         with self._lock:
             stream.sendall(encode_command(command))
 
-    def _pump(self, source: Stream, sink: Stream, from_broker: bool, framed: bool = False) -> None:
-        """Copy ``source`` to ``sink``; whole frames only if ``framed`` or rewriting."""
-        framed = framed or self._rewrite is not None
+    def _pump(self, source: Stream, sink: Stream, from_broker: bool) -> None:
+        """Copy ``source`` to ``sink``; whole frames only if rewriting."""
+        framed = self._rewrite is not None
         pending = bytearray()
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
@@ -902,7 +556,6 @@ def apache_proxy(
     target: tuple[str, int],
     *,
     tls: ssl.SSLContext | None = None,
-    auth: AuthPolicy | None = None,
     named: bool = False,
 ) -> tuple[BrokerProxy, ApacheAnswers]:
     """A proxy to ``target`` answering like Apache Pulsar, and its rewrite's settings; with
@@ -910,7 +563,7 @@ def apache_proxy(
     answers = ApacheAnswers()
     if named:
         answers.server_version = APACHE_VERSION
-    proxy = BrokerProxy(target, answers, tls=tls, auth=auth, answer=answers.answer)
+    proxy = BrokerProxy(target, answers, tls=tls, answer=answers.answer)
     answers.url = proxy.url
     return proxy, answers
 

@@ -80,31 +80,6 @@ def expires_at(token: str) -> float | None:
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
 
 
-def verify(token: str, secret: bytes, now: float) -> str | None:
-    """Return the token's subject if it is well formed, signed with ``secret`` and not expired
-    at ``now``; otherwise ``None``."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        header = json.loads(_b64decode(parts[0]))
-        signature = _b64decode(parts[2])
-    except (ValueError, binascii.Error):
-        return None
-    if not isinstance(header, dict) or header.get("alg") != "HS256":
-        return None
-    if not hmac.compare_digest(signature, _mac(secret, f"{parts[0]}.{parts[1]}")):
-        return None
-    payload = claims(token)
-    if payload is None or not isinstance(payload.get("sub"), str):
-        return None
-    if "exp" in payload:
-        exp = expires_at(token)
-        if exp is None or exp <= now:
-            return None
-    return str(payload["sub"])
-
-
 def _mac(secret: bytes, signing_input: str) -> bytes:
     return hmac.new(secret, signing_input.encode("ascii"), hashlib.sha256).digest()
 
