@@ -493,6 +493,12 @@ def _failure(
     error: PulsarSparkError, address: BrokerAddress, auth: Authentication
 ) -> PulsarSparkError:
     """The error to raise for a failed connection: credentials refused name broker and plugin."""
+    if isinstance(error, AuthenticationError) and auth.method is None:
+        return AuthenticationError(
+            f"broker {address} requires authentication and none is configured (set "
+            f"pulsar.client.authPluginClassName and pulsar.client.authParams): "
+            f"{error.server_message}"
+        )
     if isinstance(error, AuthenticationError):
         return AuthenticationError(
             f"broker {address} rejected the credentials of {auth.describe()}: "

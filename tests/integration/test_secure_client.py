@@ -21,6 +21,7 @@ import pytest
 from broker_proxy import BrokerProxy, apache_proxy
 from broker_proxy import server_tls_context as server_tls
 from support import tokens
+from support.apache_fixtures import start_apache
 from support.apache_secure import (
     BASIC_PASSWORD,
     BASIC_USER,
@@ -58,6 +59,7 @@ from pulsar_spark.errors import (
     TopicLookupError,
 )
 from pulsar_spark.local import ApacheBroker, LocalBroker
+from pulsar_spark.local.process import choose_ports
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.topic import full_topic_name
 
@@ -329,7 +331,55 @@ def test_no_credentials_on_a_secured_broker_is_refused(
     with pytest.raises(AuthenticationError) as info:
         lookup.partitions("persistent://public/default/any")
     assert elapsed_since(started) < 2.0
-    assert str(info.value) == refusal(secure_apache, "AuthenticationDisabled (method None)")
+    assert str(info.value) == (
+        f"AuthenticationError (server error 3): broker {secure_apache.address} requires "
+        "authentication and none is configured (set pulsar.client.authPluginClassName and "
+        f"pulsar.client.authParams): {AUTH_FAILED}"
+    )
+
+
+@pytest.fixture(scope="module")
+def certificate_only_apache(test_certs: TestCerts) -> Iterator[ApacheBroker]:
+    """A broker whose TLS port takes only clients with a certificate the test CA signed
+    (``tlsRequireTrustedClientCertOnConnect``): its own start, as that would refuse the token,
+    basic and OAuth2 users of ``secure_apache``."""
+    tls_port, web_tls_port = choose_ports("127.0.0.1", None, None)
+    broker = start_apache(
+        config={
+            "brokerServicePortTls": str(tls_port),
+            "webServicePortTls": str(web_tls_port),
+            "tlsCertificateFilePath": str(test_certs.server_cert),
+            "tlsKeyFilePath": str(test_certs.server_key),
+            "tlsTrustCertsFilePath": str(test_certs.ca),
+            "tlsRequireTrustedClientCertOnConnect": "true",
+        }
+    )
+    yield broker
+    broker.stop()
+
+
+@pytest.mark.apache
+def test_a_broker_requiring_client_certificates_refuses_a_client_without_one(
+    pool: ConnectionPool,
+    certificate_only_apache: ApacheBroker,
+    test_certs: TestCerts,
+    topic_name: str,
+) -> None:
+    url = certificate_only_apache.tls_service_url
+    assert url is not None
+    tls, _ = mtls(test_certs)
+    write_and_read_back(
+        lookup_for(pool, url, tls=tls), plain_client(certificate_only_apache), topic_name, 3
+    )
+
+    lookup = lookup_for(pool, url, tls=tls_of(test_certs), timeout=3.0)
+    started = time.monotonic()
+    with pytest.raises(TlsError) as info:
+        lookup.partitions("persistent://public/default/any")
+    assert elapsed_since(started) < 3.5
+    address = url.removeprefix("pulsar+ssl://")
+    assert str(info.value).startswith(f"TLS with {address} failed during CONNECT: ")
+    assert "CERTIFICATE_REQUIRED" in str(info.value)
 
 
 # --- token -------------------------------------------------------------------------------------
