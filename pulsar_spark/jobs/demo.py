@@ -32,6 +32,8 @@ import pulsar_spark
 
 PARTITIONS = 4
 DEFAULT_TOPIC = "clicks"
+# Left in every output directory the demo makes: the only non-empty one it clears on a re-run.
+MARKER = ".pulsar-spark-demo"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,7 +41,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--service-url", help="a Pulsar cluster; default: start pulsar-lite")
     parser.add_argument("--topic", default=DEFAULT_TOPIC, help="topic to write and read")
     parser.add_argument("--events", type=int, default=300_000, help="events to generate")
-    parser.add_argument("--output", help="output directory (default: a temporary one)")
+    parser.add_argument(
+        "--output",
+        help="output directory: new, empty, or one an earlier run made (default: a temporary one)",
+    )
     parser.add_argument("--per-trigger", type=int, default=100_000, help="messages per batch")
     return parser.parse_args(argv)
 
@@ -60,6 +65,27 @@ def broker_url(args: argparse.Namespace) -> Iterator[str]:
     with broker:
         print(f"    broker at {broker.service_url}, metrics at {broker.metrics_url}")
         yield broker.service_url
+
+
+def output_directory(given: str | None) -> Path:
+    """The output directory, empty and marked as the demo's. An earlier run's is cleared; any
+    other that holds something is refused (SystemExit), and left as it is."""
+    if given is None:
+        out = Path(tempfile.mkdtemp(prefix="pulsar-spark-demo-"))
+    else:
+        out = Path(given)
+        if out.exists() and not out.is_dir():
+            raise SystemExit(f"--output {out} is a file; give a directory")
+        if out.is_dir() and any(out.iterdir()):
+            if not (out / MARKER).is_file():
+                raise SystemExit(
+                    f"--output {out} is not empty and was not made by the demo, which would "
+                    "delete what it holds; give a new or empty directory"
+                )
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by python -m pulsar_spark.jobs.demo\n", encoding="utf-8")
+    return out
 
 
 def step(text: str) -> None:
@@ -212,9 +238,7 @@ def aggregate(spark: SparkSession, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    out = Path(args.output or tempfile.mkdtemp(prefix="pulsar-spark-demo-"))
-    if out.exists() and any(out.iterdir()):
-        shutil.rmtree(out)
+    out = output_directory(args.output)
     started = time.perf_counter()
     with broker_url(args) as url:
         step("starting Spark (local[2])")
