@@ -249,7 +249,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         starting=starting,
         ending=ending,
         poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
-        fail_on_data_loss=opts.boolean(FAIL_ON_DATA_LOSS, default=True),
+        fail_on_data_loss=_fail_on_data_loss(opts, rules),
         max_messages_per_trigger=_max_per_trigger(opts, rules, MAX_MESSAGES_PER_TRIGGER),
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         max_bytes_per_trigger=_max_per_trigger(opts, rules, MAX_BYTES_PER_TRIGGER),
@@ -396,6 +396,18 @@ def _max_per_trigger(opts: OptionValues, rules: _Rules, name: str) -> int | None
             "together: a micro-batch is bounded by a count of messages or of payload bytes"
         )
     return opts.positive_int(name, 0)
+
+
+def _fail_on_data_loss(opts: OptionValues, rules: _Rules) -> bool:
+    """``failOnDataLoss``: what a stream does when data it was to read is gone. A batch read
+    has no checkpoint to compare with, so it refuses the option rather than ignore it."""
+    fail = opts.boolean(FAIL_ON_DATA_LOSS, default=True)
+    if opts.has(FAIL_ON_DATA_LOSS) and not rules.per_trigger:
+        raise ConfigurationError(
+            f"option {FAIL_ON_DATA_LOSS!r} applies to streaming reads only: a batch read has no "
+            "checkpointed position whose data could be lost"
+        )
+    return fail
 
 
 def _waiting_for_topic(opts: OptionValues, rules: _Rules) -> None:

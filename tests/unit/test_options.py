@@ -115,7 +115,7 @@ def test_option_names_are_case_insensitive() -> None:
             "FailOnDataLoss": "false",
             "Pulsar.Client.OperationTimeoutMs": "2000",
         },
-        mode=BATCH,
+        mode=STREAM,
     )
     assert parsed.client.service_url == URL
     assert parsed.poll_timeout == 1.5
@@ -522,13 +522,23 @@ def test_poll_timeout() -> None:
     ("text", "value"), [("true", True), ("false", False), ("FALSE", False), (" True ", True)]
 )
 def test_fail_on_data_loss(text: str, value: bool) -> None:
-    assert parse(failOnDataLoss=text).fail_on_data_loss is value
+    assert parse(STREAM, failOnDataLoss=text).fail_on_data_loss is value
+    check(failOnDataLoss=text)
 
 
 @pytest.mark.parametrize("text", ["yes", "0", "1", ""])
-def test_bad_fail_on_data_loss(text: str) -> None:
-    message = parse_error(failOnDataLoss=text)
-    assert f"option 'failOnDataLoss' must be 'true' or 'false', got {text!r}" in message
+@pytest.mark.parametrize("mode", [STREAM, BATCH])
+def test_bad_fail_on_data_loss(text: str, mode: ReadMode) -> None:
+    message = parse_error(mode, failOnDataLoss=text)
+    assert message == f"option 'failOnDataLoss' must be 'true' or 'false', got {text!r}"
+
+
+@pytest.mark.parametrize("text", ["true", "false"])
+def test_fail_on_data_loss_is_streaming_only(text: str) -> None:
+    assert parse_error(BATCH, failOnDataLoss=text) == (
+        "option 'failOnDataLoss' applies to streaming reads only: a batch read has no "
+        "checkpointed position whose data could be lost"
+    )
 
 
 def test_max_messages_per_trigger_is_streaming_only() -> None:
