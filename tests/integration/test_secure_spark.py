@@ -356,6 +356,63 @@ def test_available_now_stream_while_the_token_expires(  # noqa: PLR0917
     )
 
 
+def test_running_stream_keeps_reading_while_its_tokens_expire(  # noqa: PLR0917
+    spark: SparkSession,
+    client: pulsar.Client,
+    secure_apache: SecureApache,
+    test_certs: TestCerts,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """A query on a processing-time trigger runs across several token lifetimes: the broker
+    challenges its connections while it runs, they answer, and what is published before and
+    during the challenges is read exactly once."""
+    role = "spark-live"
+    secure_apache.grant(role)
+    token_file = TokenFile(tmp_path / "live.jwt", secure_apache, role, lifetime=3)
+    request.addfinalizer(token_file.stop)
+    token_file.keep_renewing(1.0)
+    options = {
+        "service.url": secure_apache.tls_url,
+        "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
+        "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
+        "pulsar.client.authParams": f"file://{token_file.path}",
+    }
+    topic = secure_apache.new_partitioned_topic(2)
+    first, second = rows_for("a", 100), rows_for("b", 100)
+    publish(client, topic, first)
+    collected: list[Any] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        collected.extend(batch.collect())
+
+    query = (
+        Secured(options)
+        .reader(spark, topic, stream=True)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(lambda: len(collected) >= len(first), "the first rows", timeout=QUERY_TIMEOUT)
+        refreshed = secure_apache.refreshes(role)
+        wait_until(
+            lambda: secure_apache.refreshes(role) > refreshed, "a challenge answered", timeout=20
+        )
+        assert query.isActive
+        publish(client, topic, second)
+        wait_until(
+            lambda: len(collected) >= len(first) + len(second), "the rest", timeout=QUERY_TIMEOUT
+        )
+        time.sleep(1.5)  # three more triggers: nothing more may come
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(as_expected(collected), key=repr) == sorted(first + second, key=repr)
+    assert f"operation=authentication-refresh, principal={role}," not in secure_apache.log()
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 
