@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,13 +76,19 @@ def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def _copy_source(work: Path) -> Path:
+    """This checkout's source tree, copied without build leftovers."""
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=_not_source, symlinks=True)
+    return source
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """The wheel built from this checkout, installed into a fresh virtual environment."""
     work = tmp_path_factory.mktemp("packaging")
-    source = work / "source"
+    source = _copy_source(work)
     dist = work / "dist"
-    shutil.copytree(ROOT, source, ignore=_not_source, symlinks=True)
     _run(
         [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist), str(source)],
         timeout=300,
@@ -146,6 +153,65 @@ def test_wheel_holds_every_module_of_the_source(installed: Installed) -> None:
         assert module in names, module
     assert "local" in metadata.get_all("Provides-Extra")
     assert 'pulsar-lite==0.2.0; extra == "local"' in metadata.get_all("Requires-Dist")
+
+
+CLASSIFIERS = [
+    "Development Status :: 3 - Alpha",
+    "Intended Audience :: Developers",
+    "Operating System :: OS Independent",
+    "Programming Language :: Python :: 3",
+    "Programming Language :: Python :: 3 :: Only",
+    "Topic :: Database",
+    "Topic :: System :: Distributed Computing",
+    "Typing :: Typed",
+]
+
+
+def test_wheel_metadata_carries_the_license(installed: Installed) -> None:
+    """The Apache License 2.0: named in the metadata and its text in the wheel."""
+    with zipfile.ZipFile(installed.wheel) as archive:
+        [info] = {n.split("/")[0] for n in archive.namelist() if ".dist-info/" in n}
+        metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+        license_text = archive.read(f"{info}/licenses/LICENSE")
+    assert license_text == (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License\n                           Version 2.0, January 2004" in license_text
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert metadata.get_all("Classifier") == CLASSIFIERS
+    assert metadata.get_all("Project-URL") is None  # no public repository address yet
+
+
+def test_sdist_builds_with_the_license(tmp_path: Path) -> None:
+    """The source distribution builds (setuptools' PEP 517 hook, as pip calls it) and holds
+    the license, the metadata and the sources the wheel is built from."""
+    source = _copy_source(tmp_path)
+    dist = tmp_path / "sdist"
+    build = (
+        "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    )
+    result = _run([sys.executable, "-c", build, str(dist)], cwd=source, timeout=300)
+    name = result.stdout.strip().splitlines()[-1]
+    assert name.startswith("pulsar_spark-") and name.endswith(".tar.gz")
+    top = name.removesuffix(".tar.gz")
+    with tarfile.open(dist / name) as archive:
+        members = set(archive.getnames())
+        license_file = archive.extractfile(f"{top}/LICENSE")
+        assert license_file is not None
+        assert license_file.read() == (ROOT / "LICENSE").read_bytes()
+        pkg_info = archive.extractfile(f"{top}/PKG-INFO")
+        assert pkg_info is not None
+        metadata = email.message_from_bytes(pkg_info.read())
+    for path in (
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "pulsar_spark/__init__.py",
+        "pulsar_spark/spark/autoload/__init__.py",
+        "pulsar_spark/protocol/_generated/pulsar_api_pb2.pyi",
+    ):
+        assert f"{top}/{path}" in members, path
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
 
 
 def test_modules_import_from_the_installed_wheel(installed: Installed) -> None:
