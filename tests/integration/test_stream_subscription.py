@@ -50,7 +50,11 @@ from support.topics import full, partition_of
 from support.waiting import wait_until
 from support.written import read_topic
 
-from pulsar_spark.client.durable import AttachedConsumer, acknowledge_through
+from pulsar_spark.client.durable import (
+    AttachedConsumer,
+    acknowledge_through,
+    mark_delete_position,
+)
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.local import ApacheBroker, LocalBroker
@@ -577,7 +581,9 @@ def test_the_subscription_keeps_unread_messages_from_retention(
     hold ledgers too), two topics get ten messages, then, in a new ledger, ten more. A query
     with the subscription read the first ten of one topic. Once the ledgers are closed and
     trimmed, that topic keeps only the ledger of the ten it has not read, which the restarted
-    query reads; the other topic, without a subscription, keeps nothing."""
+    query reads: its start lay in the removed ledger, and the subscription's mark-delete
+    position, at that start, shows nothing unread went with it (no DataLossError). The other
+    topic, without a subscription, keeps nothing."""
     namespace = f"public/retain-none-{uuid.uuid4().hex[:8]}"
     apache_broker.admin("PUT", f"/admin/v2/namespaces/{namespace}", {})
     apache_broker.admin(
@@ -616,6 +622,14 @@ def test_the_subscription_keeps_unread_messages_from_retention(
         stats = subscription_stats(apache_broker, read)
         assert stats is not None
         assert stats["msgBacklog"] == 10
+        pool = ConnectionPool()
+        try:
+            lookup = Lookup(settings_for(apache_broker.service_url, timeout=10.0), pool)
+            position = mark_delete_position(lookup, read, SUBSCRIPTION, timeout=10.0)
+        finally:
+            pool.close()
+        last_read = first[read][-1]
+        assert position == MessageId(last_read.ledger, last_read.entry)
 
         again = Batches()
         start_query(streams, read, again)
