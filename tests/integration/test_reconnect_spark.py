@@ -16,10 +16,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pulsar
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from support.official import firsts_held, send_one_to_each
+from support.official import firsts_held, publish_keyed, send_one_to_each
 
 from pulsar_spark.local import LocalBroker
 
@@ -63,24 +62,7 @@ class Restarter:
 
 
 def publish(url: str, count: int) -> list[bytes]:
-    values = [b"s-%06d" % i for i in range(count)]
-    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    try:
-        producer = client.create_producer(
-            TOPIC, batching_enabled=True, batching_max_messages=200, block_if_queue_full=True
-        )
-        failed: list[object] = []
-        for i, value in enumerate(values):
-            producer.send_async(
-                value,
-                lambda result, _id: result == pulsar.Result.Ok or failed.append(result),
-                partition_key=str(i % 97),
-            )
-        producer.flush()
-        assert not failed
-    finally:
-        client.close()
-    return values
+    return publish_keyed(url, TOPIC, [b"s-%06d" % i for i in range(count)])
 
 
 def stored(spark: SparkSession, url: str) -> list[bytes]:

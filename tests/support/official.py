@@ -90,3 +90,25 @@ def send_one_to_each(service_url: str, topics: list[str], tag: str) -> list[byte
     finally:
         client.close()
     return values
+
+
+def publish_keyed(service_url: str, topic: str, values: list[bytes]) -> list[bytes]:
+    """``values`` sent to ``topic`` in batches of 200, keyed ``i % 97`` (so spread over a
+    partitioned topic's partitions); ``values``, once every receipt has come."""
+    client = official_client(service_url)
+    try:
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=200, block_if_queue_full=True
+        )
+        failed: list[object] = []
+        for i, value in enumerate(values):
+            producer.send_async(
+                value,
+                lambda result, _id: result == pulsar.Result.Ok or failed.append(result),
+                partition_key=str(i % 97),
+            )
+        producer.flush()
+        assert not failed
+    finally:
+        client.close()
+    return values
