@@ -316,6 +316,27 @@ def test_available_now_stream(
     assert micro_batches == 5  # 40 messages a trigger
 
 
+def expiring_token_options(
+    secure: SecureApache,
+    certs: TestCerts,
+    role: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> dict[str, str]:
+    """Options logging in as ``role`` (granted) with 3 s tokens from a file renewed every
+    second, until the test ends."""
+    secure.grant(role)
+    token_file = TokenFile(tmp_path / f"{role}.jwt", secure, role, lifetime=3)
+    request.addfinalizer(token_file.stop)
+    token_file.keep_renewing(1.0)
+    return {
+        "service.url": secure.tls_url,
+        "pulsar.client.tlsTrustCertsFilePath": str(certs.ca),
+        "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
+        "pulsar.client.authParams": f"file://{token_file.path}",
+    }
+
+
 def test_available_now_stream_while_the_token_expires(  # noqa: PLR0917
     spark: SparkSession,
     client: pulsar.Client,
@@ -327,16 +348,7 @@ def test_available_now_stream_while_the_token_expires(  # noqa: PLR0917
     """Tokens live 3 s and the file is renewed every second; the broker checks every 2 s, so
     connections open across the query are challenged and answer with the file read again."""
     role = "spark-stream"
-    secure_apache.grant(role)
-    token_file = TokenFile(tmp_path / "stream.jwt", secure_apache, role, lifetime=3)
-    request.addfinalizer(token_file.stop)
-    token_file.keep_renewing(1.0)
-    options = {
-        "service.url": secure_apache.tls_url,
-        "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
-        "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
-        "pulsar.client.authParams": f"file://{token_file.path}",
-    }
+    options = expiring_token_options(secure_apache, test_certs, role, request, tmp_path)
     topic = secure_apache.new_partitioned_topic(3)
     rows = rows_for("s", 900)
     ids = publish(client, topic, rows)
@@ -368,16 +380,7 @@ def test_running_stream_keeps_reading_while_its_tokens_expire(  # noqa: PLR0917
     challenges its connections while it runs, they answer, and what is published before and
     during the challenges is read exactly once."""
     role = "spark-live"
-    secure_apache.grant(role)
-    token_file = TokenFile(tmp_path / "live.jwt", secure_apache, role, lifetime=3)
-    request.addfinalizer(token_file.stop)
-    token_file.keep_renewing(1.0)
-    options = {
-        "service.url": secure_apache.tls_url,
-        "pulsar.client.tlsTrustCertsFilePath": str(test_certs.ca),
-        "pulsar.client.authPluginClassName": TOKEN_PLUGIN,
-        "pulsar.client.authParams": f"file://{token_file.path}",
-    }
+    options = expiring_token_options(secure_apache, test_certs, role, request, tmp_path)
     topic = secure_apache.new_partitioned_topic(2)
     first, second = rows_for("a", 100), rows_for("b", 100)
     publish(client, topic, first)
