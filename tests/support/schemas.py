@@ -6,18 +6,22 @@ import io
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
-import pulsar
-from broker_proxy import ApacheAnswers
 
-from pulsar_spark.local import ApacheBroker, LocalBrokerError
+from pulsar_spark.local import LocalBrokerError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.key_value import java_type_name, join_key_value, split_key_value
 
 from .topics import full
 from .waiting import wait_until
+
+if TYPE_CHECKING:
+    import pulsar
+    from broker_proxy import ApacheAnswers
+
+    from pulsar_spark.local import ApacheBroker
 
 EVOLVED: list[dict[str, Any]] = [
     {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]},
