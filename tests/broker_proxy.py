@@ -3,7 +3,8 @@
 The broker-to-client direction can be held (frames wait, in order, until released), commands
 can be injected as if from the broker, and commands can be rewritten on their way in either
 direction. :class:`ApacheAnswers` uses the last to make pulsar-lite behave the way Apache
-Pulsar does where the two differ.
+Pulsar does where the two differ. Client connections can be cut while their broker side stays
+open (:meth:`BrokerProxy.orphan`), as a network failure the broker does not notice.
 
 With ``tls`` the listener speaks TLS (built on :mod:`ssl`, see :func:`server_tls_context`) and
 :attr:`BrokerProxy.url` is ``pulsar+ssl://``; the broker side stays plain TCP. That serves
@@ -187,6 +188,8 @@ class BrokerProxy:
         self._sockets: list[socket.socket] = []
         self._downstream: list[Stream] = []
         self._upstream: list[socket.socket] = []
+        self._orphans: set[socket.socket] = set()
+        self._orphans_answer_pings = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def hold(self) -> None:
@@ -214,6 +217,27 @@ class BrokerProxy:
         with self._lock:
             for broker in self._upstream:
                 broker.sendall(encode_command(command))
+
+    def orphan(self, *, answer_pings: bool) -> None:
+        """Cut every client connection but keep its broker connection open: a network failure
+        the broker does not see, so it keeps the client's producers and consumers. With
+        ``answer_pings`` the proxy answers the broker's pings there, and the broker takes the
+        client for alive; else they go unanswered. :meth:`close_orphans` ends them."""
+        with self._lock:
+            self._orphans_answer_pings = answer_pings
+            self._orphans.update(self._upstream)
+            clients = list(self._downstream)
+        for client in clients:
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+
+    def close_orphans(self) -> None:
+        """Close the broker connections :meth:`orphan` kept open."""
+        with self._lock:
+            orphans, self._orphans = self._orphans, set()
+        for upstream in orphans:
+            with contextlib.suppress(OSError):
+                upstream.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         """Cut every connection and stop listening; held bytes are dropped, not delivered."""
@@ -299,16 +323,35 @@ class BrokerProxy:
             while data := source.recv(65536):
                 if from_broker:
                     self._flowing.wait()
+                if source in self._orphans:
+                    pending += data
+                    self._answer_as_orphan(source, pending)
+                    continue
                 if framed:
                     pending += data
                     data = self._rewritten_frames(pending, None if from_broker else source)
                     if not data:
                         continue
-                with self._lock:
-                    sink.sendall(data)
+                try:
+                    with self._lock:
+                        sink.sendall(data)
+                except OSError:
+                    if source not in self._orphans:  # else orphan() cut the client meanwhile
+                        raise
         for sock in (source, sink):
+            if sock in self._orphans and not self._closed:
+                continue  # kept open by orphan()
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def _answer_as_orphan(self, upstream: Stream, pending: bytearray) -> None:
+        """The broker's frames to a client :meth:`orphan` cut: PINGs answered or not, the
+        rest dropped."""
+        for frame in _take_frames(pending):
+            if self._orphans_answer_pings and _command_of(frame).type == Type.PING:
+                pong = pb.BaseCommand(type=Type.PONG, pong=pb.CommandPong())
+                with self._lock:
+                    upstream.sendall(encode_command(pong))
 
     def _rewritten_frames(self, pending: bytearray, client: Stream | None = None) -> bytes:
         """Take the complete frames off ``pending``, each rewritten if it is a simple command

@@ -40,6 +40,10 @@ again, creates the producer again under the same name, learns the highest sequen
 broker stored under it (a deduplicating broker reports it) and sends what is still without a
 receipt again, in order, with the original sequence ids (:mod:`~pulsar_spark.client.send_window`),
 retrying with growing pauses until ``pulsar.client.operationTimeoutMs`` passes without success.
+A broker that still holds the producer on its previous connection (a connection lost on the
+client's side only) refuses the name with ProducerBusy until it drops that connection: Apache
+Pulsar pings it and drops it if unanswered. Java's client retries that refusal when it
+reconnects, and so does this one (when creating a producer it stays final).
 
 Any other failure is sticky and loud: a SEND_ERROR, a receipt that does not match the oldest
 frame in flight, a timeout or a reconnect that gave up makes the producer failed, and the error
@@ -72,6 +76,7 @@ from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import (
     IncompatibleSchemaError,
     LocalProtocolError,
+    ProducerBusyError,
     PulsarSparkError,
     RemoteProtocolError,
     RequestTimeoutError,
@@ -467,7 +472,12 @@ class Producer:
                 with self._state:
                     self._lost = exc
                 try:
-                    retrier.failed(exc)
+                    # ProducerBusy: the broker still holds this producer on its previous
+                    # connection, which it checks and drops if dead (Apache Pulsar), or which
+                    # goes when the broker notices; Java's client retries it on reconnect too.
+                    retrier.failed(
+                        exc, retriable=exc.retriable or isinstance(exc, ProducerBusyError)
+                    )
                 except PulsarSparkError as final:
                     with self._state:
                         self._fail(final)

@@ -50,10 +50,11 @@ class Retrier:
         self._since = None
         self._pause = self.first_pause
 
-    def failed(self, error: PulsarSparkError) -> None:
-        """Pause before the next attempt, or raise: ``error`` itself when it is not retriable,
-        :class:`RetriesExhaustedError` when the time limit has passed."""
-        if not error.retriable:
+    def failed(self, error: PulsarSparkError, *, retriable: bool | None = None) -> None:
+        """Pause before the next attempt, or raise: ``error`` itself when it is not retriable
+        (``retriable``, when given, decides instead of the error's flag: for a failure the
+        caller knows to pass), :class:`RetriesExhaustedError` when the time limit has passed."""
+        if not (error.retriable if retriable is None else retriable):
             raise error
         now = time.monotonic()
         if self._since is None:

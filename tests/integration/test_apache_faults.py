@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from broker_proxy import ApacheAnswers, BrokerProxy
 from pyspark.sql import SparkSession
 from support.apache_faults import unload
 from support.apache_fixtures import create_partitioned_topic, start_apache
@@ -38,11 +39,13 @@ from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.local import ApacheBroker
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.protocol import commands
+from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.apache]
+
+Type = pb.BaseCommand.Type
 
 PARTITIONS = 4
 READ_ROWS = 100_000
@@ -318,3 +321,58 @@ def test_ten_megabyte_messages_both_ways(
     df = spark.read.format("pulsar").option("service.url", url).option("topic", theirs).load()
     got = [bytes(r["value"]) for r in df.select("value").collect()]
     assert got == [*big, b"small"]
+
+
+# --- a producer the broker still holds on a connection it takes for alive -------------------
+
+
+class ProducerBusyCount:
+    """A proxy rewrite pointing lookups at the proxy (:class:`ApacheAnswers`) and counting
+    the broker's ProducerBusy refusals."""
+
+    def __init__(self) -> None:
+        self.answers = ApacheAnswers()
+        self.refusals = 0
+
+    def __call__(self, command: pb.BaseCommand) -> bool:
+        if command.type == Type.ERROR and command.error.error == pb.ProducerBusy:
+            self.refusals += 1
+        return self.answers(command)
+
+
+@pytest.mark.parametrize("alive", [False, True], ids=["silent", "answering-pings"])
+def test_producer_rides_through_its_old_connection(
+    apache_broker: ApacheBroker, pool: ConnectionPool, alive: bool
+) -> None:
+    """The producer's connection is cut on its side only; the broker keeps it, with the
+    producer on it. Created again under the same name, the producer waits while Apache checks
+    the old connection with a ping: unanswered ("silent"), the broker closes it and accepts the
+    new one (after connectionLivenessCheckTimeoutMillis, 5 s); answered, it refuses with
+    ProducerBusy, which the producer retries (as Java's does) until the old connection goes
+    (here after 3 s). Nothing lost or stored twice."""
+    topic = full_topic_name(f"held-producer-{uuid.uuid4().hex[:12]}")
+    rewrite = ProducerBusyCount()
+    proxy = BrokerProxy((apache_broker.host, apache_broker.port), rewrite)
+    rewrite.answers.url = proxy.url
+    values = [b"h-%04d" % i for i in range(200)]
+    try:
+        lookup = Lookup(settings_for(proxy.url, timeout=20.0), pool)
+        settings = ProducerSettings(batch_max_messages=10)
+        with Producer.create(lookup, topic, settings, name="held") as producer:
+            for value in values[:100]:
+                producer.send(OutgoingMessage(value))
+            producer.flush()
+            proxy.orphan(answer_pings=alive)
+            if alive:
+                threading.Timer(3.0, proxy.close_orphans).start()
+            started = time.monotonic()
+            for value in values[100:]:
+                producer.send(OutgoingMessage(value))
+            producer.flush()
+            assert producer.reconnects == 1
+        took = time.monotonic() - started
+    finally:
+        proxy.close()
+    assert (rewrite.refusals > 0) == alive
+    assert took >= 3.0  # the old connection's liveness check (5 s), or its close after 3 s
+    assert stored_values(apache_broker.service_url, topic, partitions=0) == values
