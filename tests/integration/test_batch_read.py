@@ -675,6 +675,15 @@ BAD_OPTIONS: list[tuple[dict[str, str | None], str]] = [
         "not read, so the broker's certificate would be checked against the system's trusted "
         "CAs instead",
     ),
+    (
+        {"subscriptionPrefix": "spark-pulsar"},
+        "option 'subscriptionPrefix' is not supported yet: a stream keeps no subscription of its "
+        "own on each partition; give 'subscriptionName'",
+    ),
+    (
+        {"maxMessagesPerTrigger": "10", "maxBytesPerTrigger": "1000"},
+        "options 'maxMessagesPerTrigger' and 'maxBytesPerTrigger' cannot be used together",
+    ),
 ]
 
 
@@ -704,6 +713,19 @@ def test_bad_option_fails_at_load(
         (
             {"maxMessagesPerTrigger": "10"},
             "option 'maxMessagesPerTrigger' applies to streaming reads only",
+        ),
+        (
+            {"maxBytesPerTrigger": "1000"},
+            "option 'maxBytesPerTrigger' applies to streaming reads only",
+        ),
+        (
+            {"failOnDataLoss": "false"},
+            "option 'failOnDataLoss' applies to streaming reads only: a batch read has no "
+            "checkpointed position whose data could be lost",
+        ),
+        (
+            {"waitingForNonExistedTopic": "true"},
+            "option 'waitingForNonExistedTopic'='true' applies to streaming reads only",
         ),
     ],
 )
