@@ -64,6 +64,7 @@ _MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
 _POLL_INTERVAL = 0.25
 _ADMIN_TIMEOUT = 10.0
 _STOP_TIMEOUT = 30.0
+_START_ATTEMPTS = 3
 
 # The JVM flags of the release's bin/pulsar that the broker needs on Java 17 and later.
 _JVM_FLAGS = (
@@ -200,29 +201,34 @@ class ApacheBroker(BrokerProcess):
         """
         java = _find_java()
         distribution = ensure_distribution(version)
-        ports = choose_ports(host, port, web_port)
-        settings = _base_settings(cluster_name, host, ports[0], ports[1])
-        settings.update(config or {})
-        data_dir = Path(tempfile.mkdtemp(prefix="apache-pulsar-")).resolve()
-        broker = cls(
-            distribution=distribution,
-            java=java,
-            data_dir=data_dir,
-            host=host,
-            port=ports[0],
-            web_port=ports[1],
-            config=settings,
-            admin_headers=admin_headers or {},
-            heap_mb=heap_mb,
-            startup_timeout=startup_timeout,
-        )
-        try:
-            broker._write_config()
-            broker._launch()
-        except BaseException:
-            broker.stop()
-            raise
-        return broker
+        settings = dict(config or {})
+        attempts = _START_ATTEMPTS
+        while True:
+            ports = choose_ports(host, port, web_port)
+            broker = cls(
+                distribution=distribution,
+                java=java,
+                data_dir=Path(tempfile.mkdtemp(prefix="apache-pulsar-")).resolve(),
+                host=host,
+                port=ports[0],
+                web_port=ports[1],
+                config={**_base_settings(cluster_name, host, *ports), **settings},
+                admin_headers=admin_headers or {},
+                heap_mb=heap_mb,
+                startup_timeout=startup_timeout,
+            )
+            try:
+                broker._write_config()
+                broker._launch()
+            except BaseException as exc:
+                broker.stop()
+                attempts -= 1
+                # A free port chosen here can be taken by another process before the JVM
+                # binds it (the bookie picks its own too): start again on new ones.
+                if attempts == 0 or "Address already in use" not in str(exc):
+                    raise
+                continue
+            return broker
 
     def restart(self, *, kill: bool = False) -> None:
         """Stop the broker and start it again on the same ports and data.
