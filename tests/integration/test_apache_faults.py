@@ -101,6 +101,10 @@ class SparkJob:
         self.group = f"fault-{uuid.uuid4().hex[:8]}"
 
     def run(self, action: Callable[[], Any]) -> Any:
+        # A df.write looks the "pulsar" format up in the JVM thread's active session, which
+        # this thread's may lack when no earlier call of the run made the session active.
+        jvm_session = self.spark._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
+        jvm_session.setActiveSession(self.spark._jsparkSession)
         self.context.setJobGroup(self.group, "a job under a broker fault")
         try:
             return action()

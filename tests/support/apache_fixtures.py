@@ -26,6 +26,11 @@ APACHE_SETTINGS: Mapping[str, str] = {
     # ledger closed by an unload or a restart would go within minutes, under a test's reads).
     "defaultRetentionTimeInMinutes": "60",
     "defaultRetentionSizeInMB": "1024",
+    # 10 KB under Apache's 5 MB, which is what the official client assumes of a broker that
+    # announces no limit (pulsar-lite): the C++ client keeps the last limit any broker
+    # announced for the whole process, and chunks cut to a full 5 MB after talking to an
+    # Apache broker make frames that pulsar-lite refuses, over and over.
+    "maxMessageSize": str(5 * 1024 * 1024 - 10 * 1024),
 }
 """``standalone.conf`` keys the session's Apache broker sets beyond ApacheBroker's own."""
 
