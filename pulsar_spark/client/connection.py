@@ -157,6 +157,9 @@ class Connection:
         self._pending: dict[int, _Pending] = {}
         self._consumers: dict[int, ConsumerHandler] = {}
         self._producers: dict[int, ProducerHandler] = {}
+        # A broker may close a producer between its PRODUCER_SUCCESS and the producer's
+        # registration (a topic unloaded just then): the close waits here for the handler.
+        self._closed_before_registered: dict[int, PulsarSparkError] = {}
         self._failure: PulsarSparkError | None = None
         self._reader = threading.Thread(
             target=self._read_loop, args=(early,), name=f"pulsar-conn-{address}", daemon=True
@@ -278,7 +281,11 @@ class Connection:
     def register_producer(self, producer_id: int, handler: ProducerHandler) -> None:
         with self._lock:
             self._raise_if_failed()
-            self._producers[producer_id] = handler
+            closed = self._closed_before_registered.pop(producer_id, None)
+            if closed is None:
+                self._producers[producer_id] = handler
+        if closed is not None:
+            handler.on_closed(closed)
 
     def unregister_producer(self, producer_id: int) -> None:
         with self._lock:
@@ -353,16 +360,17 @@ class Connection:
         handlers: dict[int, ConsumerHandler] | dict[int, ProducerHandler] = (
             self._consumers if event.kind == "consumer" else self._producers
         )
-        with self._lock:
-            handler = handlers.pop(event.resource_id, None)
-        if handler is None:
-            return
         error: PulsarSparkError
         if event.final:
             error = ConnectionClosedError(event.reason)
         else:
             error = ResourceClosedError(event.reason, broker_url=event.broker_url)
-        handler.on_closed(error)
+        with self._lock:
+            handler = handlers.pop(event.resource_id, None)
+            if handler is None and event.kind == "producer":
+                self._closed_before_registered[event.resource_id] = error
+        if handler is not None:
+            handler.on_closed(error)
 
     def _answer_challenge(self) -> None:
         """Send fresh credentials; failing to get them fails the connection."""
