@@ -161,13 +161,14 @@ class FaultsWhileRunning:
     def _run(self) -> None:
         while not self._stop.is_set() and self.job.running_tasks() == 0:
             time.sleep(0.05)
-        while not self._stop.wait(self.every) and self.done < self.times:
-            if self.job.running_tasks() == 0:
-                return
+        # The first fault at once: a job may finish within ``every`` of its tasks' start.
+        while self.done < self.times and self.job.running_tasks() > 0:
             self.fault()
             self.done += 1
             if self.job.running_tasks() > 0:
                 self.during += 1
+            if self._stop.wait(self.every):
+                return
 
 
 def write_rows(job: SparkJob, url: str, topic: str, tag: str, **options: str) -> list[bytes]:
