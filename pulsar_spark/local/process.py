@@ -12,17 +12,14 @@ import atexit
 import contextlib
 import ctypes
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import ClassVar, NoReturn, TypeVar
 
 __all__ = [
     "BrokerProcess",
@@ -38,11 +35,6 @@ __all__ = [
 # prctl(PR_SET_PDEATHSIG), looked up before any fork: the child only calls it.
 _PR_SET_PDEATHSIG = 1
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
-_SPAWN_REQUESTS: queue.SimpleQueue[
-    tuple[Sequence[str], dict[str, Any], Future[subprocess.Popen[bytes]]]
-] = queue.SimpleQueue()
-_SPAWNER: threading.Thread | None = None
-_SPAWNER_LOCK = threading.Lock()
 _LOG_TAIL_LINES = 25
 _LOG_TAIL_BYTES = 8192
 
@@ -135,7 +127,7 @@ class BrokerProcess:
 
         On Linux the process is killed when its owner dies, however it dies (an ``atexit``
         hook runs only when the interpreter ends normally), so a killed test run or
-        benchmark leaves no broker behind; see :func:`_start_child`.
+        benchmark leaves no broker behind.
 
         Returns the process and the log's size before it started (where its lines begin).
         ``detach`` starts it in a session of its own, so that a Ctrl-C reaches only its
@@ -143,7 +135,7 @@ class BrokerProcess:
         """
         log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
-            self._process = _start_child(
+            self._process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -151,6 +143,9 @@ class BrokerProcess:
                 cwd=self._data_dir,
                 env=env,
                 start_new_session=detach,
+                # Safe with threads here: the child calls one C function, and glibc's fork
+                # leaves malloc usable.
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         _RUNNING.add(self)
         return self._process, log_offset
@@ -241,37 +236,8 @@ def terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
         process.wait()
 
 
-def _start_child(command: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen``, with the child set to die with this process.
-
-    The kernel sends PR_SET_PDEATHSIG's signal when the *thread* that forked the child ends,
-    so children are forked on one daemon thread that lives as long as the process (a test
-    restarting a broker from a short-lived thread would otherwise see it killed).
-    """
-    global _SPAWNER  # noqa: PLW0603 (one thread per process, made on first use)
-    request: tuple[Sequence[str], dict[str, Any], Future[subprocess.Popen[bytes]]]
-    request = (command, popen, Future())
-    with _SPAWNER_LOCK:
-        if _SPAWNER is None or not _SPAWNER.is_alive():  # none yet, or a forked copy
-            _SPAWNER = threading.Thread(target=_spawn_forever, name="broker-spawner", daemon=True)
-            _SPAWNER.start()
-        _SPAWN_REQUESTS.put(request)
-    return request[2].result()
-
-
-def _spawn_forever() -> None:
-    while True:
-        command, popen, done = _SPAWN_REQUESTS.get()
-        try:
-            # Safe with threads: the child only calls prctl, and glibc's fork leaves malloc
-            # usable in it.
-            done.set_result(subprocess.Popen(command, preexec_fn=_die_with_parent, **popen))  # noqa: PLW1509
-        except BaseException as exc:  # handed to the caller, which raises it
-            done.set_exception(exc)
-
-
 def _die_with_parent() -> None:
-    """In the child, before it runs the broker: SIGKILL it when the spawning thread ends."""
+    """In the child, before it runs the broker: SIGKILL it when the parent thread ends."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
