@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -32,9 +30,6 @@ __all__ = [
     "terminate",
 ]
 
-# prctl(PR_SET_PDEATHSIG), looked up before any fork: the child only calls it.
-_PR_SET_PDEATHSIG = 1
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 _LOG_TAIL_LINES = 25
 _LOG_TAIL_BYTES = 8192
 
@@ -125,10 +120,6 @@ class BrokerProcess:
     ) -> tuple[subprocess.Popen[bytes], int]:
         """Start ``command`` in the data directory, its output appended to the log.
 
-        On Linux the process is killed when its owner dies, however it dies (an ``atexit``
-        hook runs only when the interpreter ends normally), so a killed test run or
-        benchmark leaves no broker behind.
-
         Returns the process and the log's size before it started (where its lines begin).
         ``detach`` starts it in a session of its own, so that a Ctrl-C reaches only its
         owner, which then stops it.
@@ -143,9 +134,6 @@ class BrokerProcess:
                 cwd=self._data_dir,
                 env=env,
                 start_new_session=detach,
-                # Safe with threads here: the child calls one C function, and glibc's fork
-                # leaves malloc usable.
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         _RUNNING.add(self)
         return self._process, log_offset
@@ -234,12 +222,6 @@ def terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def _die_with_parent() -> None:
-    """In the child, before it runs the broker: SIGKILL it when the parent thread ends."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def join_host_port(host: str, port: int) -> str:
