@@ -63,7 +63,6 @@ _ARTIFACT = "org.apache.pulsar:pulsar-server-distribution:{version}:tar.gz:bin"
 _MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
 _POLL_INTERVAL = 0.25
 _ADMIN_TIMEOUT = 10.0
-_STOP_TIMEOUT = 30.0
 _START_ATTEMPTS = 3
 
 # The JVM flags of the release's bin/pulsar that the broker needs on Java 17 and later.
@@ -136,6 +135,7 @@ class ApacheBroker(BrokerProcess):
     """
 
     LOG_FILE = "broker.log"
+    STOP_TIMEOUT = 30.0
 
     def __init__(
         self,
@@ -152,7 +152,7 @@ class ApacheBroker(BrokerProcess):
         startup_timeout: float,
     ) -> None:
         """Hold the settings; use :meth:`start`, which also launches the JVM."""
-        super().__init__(host=host, port=port, data_dir=data_dir)
+        super().__init__(host=host, port=port, data_dir=data_dir, owns_data_dir=True)
         self._distribution = distribution
         self._java = java
         self._web_port = web_port
@@ -240,27 +240,12 @@ class ApacheBroker(BrokerProcess):
             LocalBrokerError: the broker was stopped and its data is gone, or it did not
                 come back up.
         """
-        if self._removed:
-            raise LocalBrokerError("this broker was stopped and its data removed")
+        self._check_restartable()
         if kill:
             self.kill()
         else:
-            self._terminate(_STOP_TIMEOUT)
+            self._terminate()
         self._launch()
-
-    def kill(self) -> None:
-        """End the JVM with SIGKILL, keeping the data for :meth:`restart`."""
-        self._kill()
-
-    def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
-        """Stop the broker (SIGTERM, SIGKILL after ``timeout`` s) and delete its data.
-
-        Idempotent.
-        """
-        self._terminate(timeout)
-        if not self._removed:
-            shutil.rmtree(self._data_dir, ignore_errors=True)
-            self._removed = True
 
     def __repr__(self) -> str:
         """Show the release, where the broker listens and whether it runs."""
@@ -377,7 +362,7 @@ class ApacheBroker(BrokerProcess):
         try:
             self._wait_ready(process, log_offset)
         except BaseException:
-            self._terminate(_STOP_TIMEOUT)
+            self._terminate()
             raise
         self.started_in = time.monotonic() - began
 

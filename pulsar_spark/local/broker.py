@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -88,6 +87,7 @@ class LocalBroker(BrokerProcess):
     """
 
     LOG_FILE = "pulsar-lite.log"
+    STOP_TIMEOUT = 10.0
 
     def __init__(
         self,
@@ -102,9 +102,8 @@ class LocalBroker(BrokerProcess):
         startup_timeout: float,
     ) -> None:
         """Hold the settings; use :meth:`start`, which also launches the process."""
-        super().__init__(host=host, port=port, data_dir=data_dir)
+        super().__init__(host=host, port=port, data_dir=data_dir, owns_data_dir=owns_data_dir)
         self._binary = binary
-        self._owns_data_dir = owns_data_dir
         self._metrics_port = metrics_port
         self._log_level = log_level
         self._startup_timeout = startup_timeout
@@ -186,23 +185,12 @@ class LocalBroker(BrokerProcess):
                 did not come back up.
             ValueError: a count is smaller than the topic's current count.
         """
-        if self._removed:
-            raise LocalBrokerError("this broker was stopped and its temporary data removed")
+        self._check_restartable()
         topics = partitioned_topics or {}
         self._merged_metadata(topics)  # validate before the broker goes down
-        self._terminate(10.0)
+        self._terminate()
         self._merge_partitions(topics)
         self._launch()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the broker: SIGTERM, then SIGKILL after ``timeout`` seconds. Idempotent.
-
-        Removes the data directory when :meth:`start` created it.
-        """
-        self._terminate(timeout)
-        if self._owns_data_dir and not self._removed:
-            shutil.rmtree(self._data_dir, ignore_errors=True)
-            self._removed = True
 
     def __repr__(self) -> str:
         """Show where the broker listens and whether it runs."""
@@ -277,7 +265,7 @@ class LocalBroker(BrokerProcess):
         try:
             self._wait_ready(process, log_offset)
         except BaseException:
-            self._terminate(10.0)
+            self._terminate()
             raise
 
     def _wait_ready(self, process: subprocess.Popen[bytes], log_offset: int) -> None:

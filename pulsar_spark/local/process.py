@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,24 +48,43 @@ _RUNNING: set[BrokerProcess] = set()
 class BrokerProcess:
     """A broker running as a child process on loopback: what both local brokers share.
 
-    Subclasses start the process with :meth:`_spawn`, wait for it, and say in :meth:`stop`
-    what stopping deletes.
+    Subclasses start the process with :meth:`_spawn` and wait for it to be ready.
     """
 
     LOG_FILE: ClassVar[str]
     """The file in the data directory that the process's output is appended to."""
 
-    def __init__(self, *, host: str, port: int, data_dir: Path) -> None:
-        """Hold where the broker listens and keeps its data; nothing runs yet."""
+    STOP_TIMEOUT: ClassVar[float]
+    """Seconds a stop waits after SIGTERM before SIGKILL."""
+
+    def __init__(self, *, host: str, port: int, data_dir: Path, owns_data_dir: bool) -> None:
+        """Hold where the broker listens and keeps its data (``owns_data_dir``: the data
+        directory was made for it, and :meth:`stop` deletes it); nothing runs yet."""
         self._host = host
         self._port = port
         self._data_dir = data_dir
+        self._owns_data_dir = owns_data_dir
         self._process: subprocess.Popen[bytes] | None = None
         self._removed = False
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the broker; idempotent."""
-        raise NotImplementedError
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the broker: SIGTERM, then SIGKILL after ``timeout`` seconds
+        (:attr:`STOP_TIMEOUT` when ``None``). Idempotent.
+
+        Deletes the data directory when it was made for the broker.
+        """
+        self._terminate(timeout)
+        if self._owns_data_dir and not self._removed:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._removed = True
+
+    def kill(self) -> None:
+        """End the process with SIGKILL, as a crash would, keeping the data."""
+        process, self._process = self._process, None
+        _RUNNING.discard(self)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def __enter__(self: _Broker) -> _Broker:
         """Return the running broker."""
@@ -142,17 +162,14 @@ class BrokerProcess:
         tail = read_tail(self.log_path, log_offset)
         raise LocalBrokerError(f"{reason}; log {self.log_path}:\n{tail or '(empty)'}")
 
-    def _terminate(self, timeout: float) -> None:
-        process, self._process = self._process, None
-        _RUNNING.discard(self)
-        terminate(process, timeout)
+    def _check_restartable(self) -> None:
+        if self._removed:
+            raise LocalBrokerError("this broker was stopped and its data removed")
 
-    def _kill(self) -> None:
+    def _terminate(self, timeout: float | None = None) -> None:
         process, self._process = self._process, None
         _RUNNING.discard(self)
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
+        terminate(process, self.STOP_TIMEOUT if timeout is None else timeout)
 
 
 def choose_ports(host: str, *wanted: int | None) -> tuple[int, ...]:
