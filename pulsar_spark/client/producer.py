@@ -77,6 +77,7 @@ from pulsar_spark.errors import (
     IncompatibleSchemaError,
     LocalProtocolError,
     ProducerBusyError,
+    PulsarConnectionError,
     PulsarSparkError,
     RemoteProtocolError,
     RequestTimeoutError,
@@ -526,6 +527,11 @@ class Producer:
                     what=f"close producer {self._name} on {self.topic}",
                     timeout=self._lookup.timeout,
                 )
+        except PulsarConnectionError as exc:
+            # The broker drops a producer with its connection: closed either way.
+            log.info(
+                "producer %s on %s closed with its connection: %s", self._name, self.topic, exc
+            )
         except PulsarSparkError as exc:
             if not quiet:
                 raise

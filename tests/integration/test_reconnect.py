@@ -11,6 +11,7 @@ deduplication at most the messages in flight when the connection broke, with it 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import signal
 import time
@@ -346,3 +347,28 @@ def test_write_rides_through_close_producer(
     else:
         assert set(duplicates) <= set(values[100:150])  # only what was in flight
         assert sum(duplicates.values()) <= 50
+
+
+def test_close_after_every_receipt_outlives_a_lost_connection(
+    broker: LocalBroker | ApacheBroker, pool: ConnectionPool
+) -> None:
+    """Every message has its receipt; the connection breaks while CloseProducer waits for its
+    answer (the proxy holds it). The broker drops a producer with its connection, so close()
+    returns without error and all 30 messages are stored once."""
+    topic = full_topic_name(f"closed-as-the-connection-breaks-{time.monotonic_ns()}")
+    answers = ApacheAnswers()  # lookups answer the proxy's address
+    proxy = BrokerProxy((broker.host, broker.port), answers)
+    answers.url = proxy.url
+    lookup = Lookup(settings_for(proxy.url, timeout=10.0), pool)
+    values = [b"r-%02d" % i for i in range(30)]
+    producer = Producer.create(lookup, topic, ProducerSettings(), name="closing")
+    for value in values:
+        producer.send(OutgoingMessage(value))
+    producer.flush()
+    proxy.hold()
+    with concurrent.futures.ThreadPoolExecutor(1) as closer:
+        closed = closer.submit(producer.close)
+        time.sleep(0.3)  # CloseProducer has reached the broker, its answer waits in the proxy
+        proxy.close()
+        assert closed.result(timeout=15) is None
+    assert read_back(broker.service_url, topic) == values
