@@ -2,8 +2,8 @@
 
 The cluster (ZooKeeper, master, broker 1) runs the official Apache InLong jars from Maven
 Central that ``tubemq_maven/pom.xml`` lists (it says which versions and why): Maven copies them
-once into ``~/.cache/pulsar-spark/tubemq-2.4.0/lib`` (under ``$XDG_CACHE_HOME`` when set), where
-every later run finds them. ``make test`` installs Maven and a JDK when either is missing and
+once into ``tubemq-2.4.0/lib`` of the cache Apache Pulsar's release goes to
+(:func:`pulsar_spark.local.apache.cache_dir`), where every later run finds them. ``make test`` installs Maven and a JDK when either is missing and
 fetches the jars before pytest starts.
 
 Each cluster runs on seven free loopback ports with a folder of its own (configuration, data,
@@ -36,12 +36,12 @@ from typing import Any
 
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
+from pulsar_spark.local.apache import cache_dir
 
 HOST = "127.0.0.1"
 POM = Path(__file__).parent / "tubemq_maven" / "pom.xml"
 PROBE_SOURCE = Path(__file__).parent / "tubemq_java" / "TubeMQProbe.java"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pulsar-spark"
-TUBEMQ_CACHE = CACHE / "tubemq-2.4.0"
+TUBEMQ_CACHE = cache_dir() / "tubemq-2.4.0"
 # The master's web API token (confModAuthToken) and the broker's id.
 TOKEN = "abc"
 BROKER_ID = 1
