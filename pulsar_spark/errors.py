@@ -143,6 +143,11 @@ class DataLossError(PulsarSparkError):
     """Data the query expects to read no longer exists (see the failOnDataLoss option)."""
 
 
+class CryptoError(PulsarSparkError):
+    """An encrypted message could not be decrypted: no private key for any key name it was
+    encrypted for, a key that does not open it, or a payload that does not authenticate."""
+
+
 class SchemaError(PulsarSparkError, ValueError):
     """A topic's schema cannot type the ``value`` column: a type with no Spark mapping, topics
     with different schemas, or a message whose writer schema does not resolve to the reader's."""

@@ -37,7 +37,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pulsar_spark.arrow.schema import ARROW_SCHEMA, MESSAGE_ID_TYPE, PROPERTIES_TYPE, TIMESTAMP_TYPE
+from pulsar_spark.arrow.schema import (
+    ARROW_SCHEMA,
+    ENCRYPTED_FIELD,
+    MESSAGE_ID_TYPE,
+    PROPERTIES_TYPE,
+    TIMESTAMP_TYPE,
+)
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text, ranges
 
 if TYPE_CHECKING:
@@ -58,10 +64,12 @@ class RecordBatchBuilder:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         values: RowDecoder | None = None,
+        encrypted_column: bool = False,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.values = values
+        self.encrypted_column = encrypted_column
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self._pending: list[MessageColumns] = []
@@ -81,7 +89,9 @@ class RecordBatchBuilder:
         """The batch of everything added since the last one, or None if nothing was."""
         if not self._pending:
             return None
-        batch = to_record_batch(self._pending, self.topic, self.partition, self.values)
+        batch = to_record_batch(
+            self._pending, self.topic, self.partition, self.values, self.encrypted_column
+        )
         self._pending, self._rows, self._bytes = [], 0, 0
         return batch
 
@@ -94,10 +104,17 @@ def record_batches(
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_BYTES,
     values: RowDecoder | None = None,
+    encrypted_column: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """Group a stream of entries into bounded record batches (``value`` typed by ``values``)."""
+    """Group a stream of entries into bounded record batches (``value`` typed by ``values``;
+    with ``encrypted_column``, the ``encrypted`` column last)."""
     builder = RecordBatchBuilder(
-        topic, partition, max_rows=max_rows, max_bytes=max_bytes, values=values
+        topic,
+        partition,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        values=values,
+        encrypted_column=encrypted_column,
     )
     for columns in entries:
         batch = builder.add(columns)
@@ -113,9 +130,11 @@ def to_record_batch(
     topic: str,
     partition: int,
     values: RowDecoder | None = None,
+    encrypted_column: bool = False,
 ) -> pa.RecordBatch:
     """One record batch of :data:`ARROW_SCHEMA` from the entries in ``parts``; with ``values``,
-    of its schema with ``value`` (and for a KeyValue topic ``key``) decoded to its types."""
+    of its schema with ``value`` (and for a KeyValue topic ``key``) decoded to its types; with
+    ``encrypted_column``, with the ``encrypted`` column last."""
     counts = np.fromiter((p.count for p in parts), dtype=np.int64, count=len(parts))
     rows = int(counts.sum())
     strings = _StringColumns(parts)
@@ -139,7 +158,24 @@ def to_record_batch(
         pa.array(np.concatenate([p.sequence_id for p in parts])),
         _entry_texts(parts, counts, "replicated_from"),
     ]
+    if encrypted_column:
+        arrays.append(_encrypted(parts, rows))
+        schema = schema.append(ENCRYPTED_FIELD)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _encrypted(parts: Sequence[MessageColumns], rows: int) -> pa.Array:
+    """The ``encrypted`` flags of every row (false where a part has none)."""
+    if all(p.encrypted is None for p in parts):
+        return pa.array(np.zeros(rows, dtype=np.bool_))
+    return pa.array(
+        np.concatenate(
+            [
+                np.zeros(p.count, dtype=np.bool_) if p.encrypted is None else p.encrypted
+                for p in parts
+            ]
+        )
+    )
 
 
 # Below this many rows per entry, on average, a column is not copied entry by entry: the

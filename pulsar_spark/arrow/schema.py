@@ -24,6 +24,15 @@ replicatedFrom     string                                          source cluste
                                                                    geo-replicated message, or null
 =================  ==============================================  ================================
 
+A read with ``pulsar.reader.cryptoFailureAction`` CONSUME has one more column, last:
+
+=================  ==============================================  ================================
+encrypted          boolean                                         true where ``value`` is the
+                                                                   payload left encrypted (no key
+                                                                   opened it): a whole entry, so
+                                                                   batchIndex -1
+=================  ==============================================  ================================
+
 ``ARROW_SCHEMA`` equals what Spark derives from ``SCHEMA_DDL`` with
 ``to_arrow_schema(..., timezone="UTC")``; a test holds the two together.
 """
@@ -60,3 +69,7 @@ ARROW_SCHEMA = pa.schema(
         ("replicatedFrom", pa.string()),
     ]
 )
+
+ENCRYPTED_DDL = ", encrypted boolean"
+"""Appended to the read schema's DDL by a read with cryptoFailureAction CONSUME."""
+ENCRYPTED_FIELD = pa.field("encrypted", pa.bool_())

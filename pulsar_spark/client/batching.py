@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pulsar_spark.client.send_window import Sent
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import LocalProtocolError
+from pulsar_spark.protocol.crypto import Encryptor
 from pulsar_spark.protocol.encode import BatchBuilder, OutgoingMessage, Records
 from pulsar_spark.protocol.payload import encode_payload_section
 
@@ -65,8 +66,10 @@ class OpenBatch:
         codec: int,
         schema_version: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
+        encryptor: Encryptor | None = None,
     ) -> None:
         self.limits = limits
+        self._encryptor = encryptor  # encrypts each batch's compressed payload
         self._schema_version = schema_version  # stamped on every batch
         self._topic = topic  # for errors
         self._producer_name = producer_name
@@ -105,6 +108,8 @@ class OpenBatch:
             codec=self._codec,
             schema_version=self._schema_version,
         )
+        if self._encryptor is not None:
+            payload = self._encryptor.encrypt(metadata, payload)
         size = metadata.ByteSize() + len(payload)
         if size > self.limits.max_entry_size:
             raise LocalProtocolError(

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 from pulsar_spark.client.send_window import Sent
 from pulsar_spark.protocol import compression, pb
+from pulsar_spark.protocol.crypto import Encryptor
 from pulsar_spark.protocol.encode import OutgoingMessage, chunks, single_message_metadata
 from pulsar_spark.protocol.framing import FRAME_PADDING
 from pulsar_spark.protocol.payload import encode_payload_section
@@ -41,10 +42,13 @@ def unbatched(
     codec: int,
     max_entry_size: int,
     schema_version: bytes | None = None,
+    encryptor: Encryptor | None = None,
 ) -> Iterator[Sent]:
     """The SENDs of ``message`` sent alone, in order: one, or its chunks.
 
-    The chunks are made one at a time, as they are asked for.
+    The chunks are made one at a time, as they are asked for. With ``encryptor`` the
+    compressed payload is encrypted; a chunked one is cut first and each chunk encrypted on
+    its own, as Java's producer does (a consumer decrypts each chunk, then joins them).
     """
     metadata = single_message_metadata(
         message,
@@ -58,11 +62,20 @@ def unbatched(
     payload = compression.compress(used, value)
     metadata.compression = used  # type: ignore[assignment]
     metadata.uncompressed_size = len(value)
-    if metadata.ByteSize() + len(payload) <= max_entry_size:
+    overhead = 0 if encryptor is None else encryptor.overhead
+    if metadata.ByteSize() + len(payload) + overhead <= max_entry_size:
+        if encryptor is not None:
+            payload = encryptor.encrypt(metadata, payload)
         yield Sent(sequence_id, sequence_id, 1, 1, False, encode_payload_section(metadata, payload))
         return
     yield from _chunked(
-        metadata, value, payload, sequence_id, codec=codec, max_entry_size=max_entry_size
+        metadata,
+        value,
+        payload,
+        sequence_id,
+        codec=codec,
+        max_entry_size=max_entry_size - overhead,
+        encryptor=encryptor,
     )
 
 
@@ -74,11 +87,13 @@ def _chunked(
     *,
     codec: int,
     max_entry_size: int,
+    encryptor: Encryptor | None = None,
 ) -> Iterator[Sent]:
     pieces = chunks(
         metadata, value, codec=codec, max_message_size=max_entry_size, compressed=compressed
     )
     for part, piece in pieces:
+        sent = piece if encryptor is None else encryptor.encrypt(part, piece)
         last = part.chunk_id == part.num_chunks_from_msg - 1
-        section = encode_payload_section(part, piece)
+        section = encode_payload_section(part, sent)
         yield Sent(sequence_id, sequence_id, 1 if last else 0, 1, True, section)

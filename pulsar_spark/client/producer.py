@@ -55,6 +55,11 @@ stamps the version the broker answers with on every message, as Java's producer 
 whose schema does not accept it refuses the producer: :class:`IncompatibleSchemaError`, raised
 by :meth:`Producer.create` before any message is sent and never retried.
 
+With ``ProducerSettings.encryption`` each entry's compressed payload (a batch, a message
+sent alone, or each chunk of one) is encrypted before it is sent
+(:mod:`~pulsar_spark.protocol.crypto`), under one data key for the producer's life, and the
+broker is told the producer encrypts.
+
 One thread sends; receipts are handled on the connection's reader thread.
 """
 
@@ -84,6 +89,7 @@ from pulsar_spark.errors import (
     server_error_for,
 )
 from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol.crypto import Encryptor
 from pulsar_spark.protocol.encode import MessageColumns, OutgoingMessage, encode_records
 
 log = logging.getLogger(__name__)
@@ -126,6 +132,8 @@ class Producer:
         )
         self.reconnects = 0
         limits = BatchLimits.of(settings, entry_size_limit(opened.connection.max_message_size))
+        encryption = settings.encryption
+        self._encryptor = None if encryption is None else Encryptor(dict(encryption.public_keys))
         self._schema_version = opened.schema_version
         self._batch = OpenBatch(
             limits,
@@ -133,6 +141,7 @@ class Producer:
             producer_name=self._name,
             codec=settings.codec,
             schema_version=opened.schema_version,
+            encryptor=self._encryptor,
         )
         # Copies of settings the per-message path reads, one attribute lookup each.
         self._unbatched = not settings.batching
@@ -174,11 +183,12 @@ class Producer:
         """
         if initial_sequence_id < 0:
             raise ValueError("initial_sequence_id must be >= 0")
-        opened = _open_retrying(lookup, topic, name, schema)
+        settings = settings or ProducerSettings()
+        opened = _open_retrying(lookup, topic, name, schema, settings.encryption is not None)
         producer = cls(
             lookup,
             topic,
-            settings or ProducerSettings(),
+            settings,
             opened,
             initial_sequence_id=initial_sequence_id,
             skip_stored=skip_stored,
@@ -371,6 +381,7 @@ class Producer:
             codec=self._settings.codec,
             max_entry_size=self._batch.limits.max_entry_size,
             schema_version=self._schema_version,
+            encryptor=self._encryptor,
         ):
             self._write(sent)
 
@@ -468,7 +479,8 @@ class Producer:
             self._connection.unregister_producer(self._producer_id)
             self._outbox, self._outbox_size, self._outbox_messages = [], 0, 0
             try:
-                self._resend(_open(self._lookup, self.topic, self._name, self._schema))
+                encrypted = self._encryptor is not None
+                self._resend(_open(self._lookup, self.topic, self._name, self._schema, encrypted))
             except PulsarSparkError as exc:
                 with self._state:
                     self._lost = exc
@@ -559,7 +571,9 @@ class _Opened:
         self.schema_version = schema_version
 
 
-def _open(lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None) -> _Opened:
+def _open(
+    lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None, encrypted: bool
+) -> _Opened:
     connection = lookup.connect_to_owner(topic)
     producer_id = connection.new_id()
     try:
@@ -570,6 +584,7 @@ def _open(lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None
                 request_id=rid,
                 producer_name=name,
                 schema=schema,
+                encrypted=encrypted,
             ),
             what=f"create producer on {topic}",
             timeout=lookup.timeout,
@@ -590,12 +605,12 @@ def _open(lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None
 
 
 def _open_retrying(
-    lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None
+    lookup: Lookup, topic: str, name: str | None, schema: pb.Schema | None, encrypted: bool
 ) -> _Opened:
     retrier = Retrier(f"creating producer {name or '(unnamed)'} on {topic}", lookup.timeout)
     while True:
         try:
-            return _open(lookup, topic, name, schema)
+            return _open(lookup, topic, name, schema, encrypted)
         except PulsarSparkError as exc:
             retrier.failed(exc)
 

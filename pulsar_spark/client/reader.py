@@ -36,6 +36,13 @@ start, and later chunks without their first are discarded).
 Markers (replication, transactions) and messages whose ``ack_set`` bit is cleared (already
 acknowledged within a batch) are skipped. The subscription is removed when the reader is done.
 
+An encrypted entry (its metadata names encryption keys) never takes the paths that decode
+plain entries together: its payload (each chunk's, for a chunked message) is decrypted first
+with the private keys of ``ReaderSettings.decryption``
+(:mod:`~pulsar_spark.protocol.crypto`), then decompressed and decoded as any other. One that
+none of them opens fails the read, is skipped, or comes out as one row holding its payload
+still encrypted, as the decryption's failure action says.
+
 A start that no longer exists shows in the first entry delivered: retention removes whole
 ledgers, and a broker places a cursor that points into a removed ledger at the first entry that
 is left, in a later ledger. The reader reports such a first entry to ``on_start_gone``, if given,
@@ -47,7 +54,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -56,7 +63,9 @@ from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.flow_control import FlowControl, counts_entries
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.retry import Retrier
+from pulsar_spark.client.settings import ReaderDecryption
 from pulsar_spark.errors import (
+    CryptoError,
     PollTimeoutError,
     PulsarConnectionError,
     PulsarSparkError,
@@ -66,6 +75,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
+from pulsar_spark.protocol.crypto import CryptoFailureAction, Decryptor, is_encrypted
 from pulsar_spark.protocol.decode import (
     decode_entries,
     decode_entry,
@@ -75,7 +85,7 @@ from pulsar_spark.protocol.decode import (
 )
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
-from pulsar_spark.protocol.single_runs import SingleRun
+from pulsar_spark.protocol.single_runs import SingleRun, single
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +134,8 @@ class ReaderSettings:
     nudge_interval: float = 0.02
     max_nudge_interval: float = 0.5
     request_timeout: float = 30.0
+    # No keys: an encrypted message fails the read.
+    decryption: ReaderDecryption = field(default_factory=ReaderDecryption)
 
 
 StartGone = Callable[[MessageId], None]
@@ -147,6 +159,8 @@ class RangeReader:
         self.duplicates_dropped = 0
         self.nudges = 0
         self.reconnects = 0
+        self.undecryptable_discarded = 0  # encrypted entries skipped (cryptoFailureAction)
+        self._decryptor: Decryptor | None = None  # made at the first encrypted entry
 
     def __iter__(self) -> Iterator[MessageColumns]:
         bounds = _bounds(self.range)
@@ -303,12 +317,50 @@ class RangeReader:
         if metadata.HasField("marker_type"):
             return None
         payload = section.payload
+        if is_encrypted(metadata):
+            # Each entry, a chunk too, is encrypted on its own: decrypt, then join chunks.
+            opened = self._decrypt(raw)
+            if opened is None or isinstance(opened, MessageColumns):
+                return opened
+            payload = opened
         if is_chunk(metadata):
             assembled = assembler.add(metadata, payload)
             if assembled is None:
                 return None
             payload = assembled.payload
         return _acknowledged(raw, decode_entry(*_decompressed(raw, payload)))
+
+    def _decrypt(self, raw: RawEntry) -> bytes | MessageColumns | None:
+        """An encrypted entry's payload decrypted (still compressed); when it cannot be, as
+        ``cryptoFailureAction`` says: an error, None (discarded) or its one row left encrypted."""
+        decryption = self.settings.decryption
+        if self._decryptor is None:
+            self._decryptor = Decryptor(dict(decryption.private_keys))
+        try:
+            return self._decryptor.decrypt(raw.section.metadata, raw.section.payload)
+        except CryptoError as exc:
+            ledger_id, entry_id = raw.entry
+            where = f"{self.range.topic} entry {ledger_id}:{entry_id}"
+            if decryption.action is CryptoFailureAction.FAIL:
+                raise CryptoError(f"{where}: {exc}") from None
+            if decryption.action is CryptoFailureAction.DISCARD:
+                self.undecryptable_discarded += 1
+                log.warning("%s: discarded (cryptoFailureAction DISCARD): %s", where, exc)
+                return None
+        return _left_encrypted(raw)
+
+
+def _left_encrypted(raw: RawEntry) -> MessageColumns:
+    """An encrypted entry as one row whose value is its payload as received (encrypted and
+    compressed, a whole batch for a batch), flagged: the official consumers' CONSUME."""
+    metadata = raw.section.metadata
+    message_id = raw.message.message_id
+    info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
+    shown = pb.MessageMetadata()
+    shown.CopyFrom(metadata)
+    shown.ClearField("null_value")  # the payload is there, encrypted
+    columns = single(info, shown, raw.section.payload)
+    return replace(columns, encrypted=np.ones(1, dtype=np.bool_))
 
 
 MAX_RUN = 8192
@@ -391,19 +443,23 @@ def _acknowledged(raw: RawEntry, columns: MessageColumns) -> MessageColumns:
 
 
 def _plain_batch(raw: RawEntry) -> bool:
-    """A batched entry that is not a chunk or a marker."""
+    """A batched entry that is not a chunk, a marker or encrypted."""
     metadata = raw.section.metadata
-    return is_batch(metadata) and not (is_chunk(metadata) or metadata.HasField("marker_type"))
+    return is_batch(metadata) and not (
+        is_chunk(metadata) or metadata.HasField("marker_type") or metadata.encryption_keys
+    )
 
 
 def _plain_single(raw: RawEntry) -> bool:
-    """An entry of one message that is not a chunk, a marker or partly acknowledged."""
+    """An entry of one message that is not a chunk, a marker, encrypted or partly
+    acknowledged."""
     metadata = raw.section.metadata
     return not (
         is_batch(metadata)
         or is_chunk(metadata)
         or metadata.HasField("marker_type")
         or raw.message.ack_set
+        or metadata.encryption_keys
     )
 
 

@@ -14,6 +14,7 @@ from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import NO_AUTH, Authentication
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import compression
+from pulsar_spark.protocol.crypto import CryptoFailureAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,31 @@ class ClientSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerEncryption:
+    """The key names a producer encrypts for and each one's public key (PEM, read when the
+    write was defined), in name order. The repr names the keys, never their material."""
+
+    public_keys: tuple[tuple[str, bytes], ...]
+
+    def __repr__(self) -> str:
+        return f"ProducerEncryption(keys={[name for name, _ in self.public_keys]!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderDecryption:
+    """The private keys a reader decrypts with, by key name (PEM, read when the read was
+    defined), and what it does with a message none of them opens. The repr names the keys,
+    never their material."""
+
+    private_keys: tuple[tuple[str, bytes], ...] = ()
+    action: CryptoFailureAction = CryptoFailureAction.FAIL
+
+    def __repr__(self) -> str:
+        names = [name for name, _ in self.private_keys]
+        return f"ReaderDecryption(keys={names!r}, action={self.action.name})"
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerSettings:
     """How a producer batches, compresses and waits; validated when made."""
 
@@ -71,6 +97,7 @@ class ProducerSettings:
     batch_max_delay_ms: int = 10
     max_pending_messages: int = 10_000
     send_timeout: float = 30.0
+    encryption: ProducerEncryption | None = None  # None: payloads in plain text
 
     def __post_init__(self) -> None:
         checks = (

@@ -265,9 +265,13 @@ def producer(
     request_id: int,
     producer_name: str | None,
     schema: pb.Schema | None = None,
+    encrypted: bool = False,
 ) -> bytes:
-    """PRODUCER, registering ``schema`` for the topic when given (none: bytes)."""
+    """PRODUCER, registering ``schema`` for the topic when given (none: bytes); ``encrypted``
+    tells the broker the producer encrypts its messages (a namespace may require it)."""
     command = pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
+    if encrypted:
+        command.encrypted = True
     if schema is not None:
         command.schema.CopyFrom(schema)
     if producer_name:

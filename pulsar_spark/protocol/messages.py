@@ -267,7 +267,8 @@ def ranges(starts: Int64Array, stops: Int64Array) -> tuple[IndexArray, Int64Arra
 class MessageColumns:
     """The messages of one entry, column by column; ``count`` rows in every column.
 
-    ``batch_index`` is -1 for a message that was not batched. ``event_time`` is 0 where the
+    ``batch_index`` is -1 for a message that was not batched (and for an encrypted entry
+    delivered whole, still encrypted: see ``encrypted``). ``event_time`` is 0 where the
     producer set none. ``values.valid`` marks null values. ``key`` and ``properties`` are None
     when no message of the entry has one.
 
@@ -286,6 +287,9 @@ class MessageColumns:
     event_time: Int64Array
     sequence_id: Int64Array
     rows: EntryRows | None = None
+    # True where the value is a payload left encrypted (cryptoFailureAction CONSUME); None:
+    # no row is.
+    encrypted: BoolArray | None = None
 
     def entry_column(self, name: str) -> Int64Array:
         """``ledger_id``, ``entry_id`` or ``publish_time`` of every row."""
@@ -319,6 +323,7 @@ class MessageColumns:
             event_time=self.event_time[start:stop],
             sequence_id=self.sequence_id[start:stop],
             rows=None if self.rows is None else self.rows.slice(start, stop),
+            encrypted=None if self.encrypted is None else self.encrypted[start:stop],
         )
 
     def take(self, rows: IndexArray) -> MessageColumns:
@@ -333,4 +338,5 @@ class MessageColumns:
             event_time=self.event_time[rows],
             sequence_id=self.sequence_id[rows],
             rows=None if self.rows is None else self.rows.take(rows),
+            encrypted=None if self.encrypted is None else self.encrypted[rows],
         )

@@ -36,6 +36,7 @@ from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.protocol.compression import decompress
+from pulsar_spark.protocol.crypto import is_encrypted
 from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, is_batch
 from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.spark.offsets import has_messages_after
@@ -268,6 +269,9 @@ def payload_sizes(raw: RawEntry) -> Sizes:
             size = len(raw.section.payload)
         return np.array([size], dtype=np.int64)
     count = metadata.num_messages_in_batch
+    if is_encrypted(metadata):
+        # The sizes inside an encrypted batch are not known here: its size shared evenly.
+        return np.full(count, metadata.uncompressed_size // max(count, 1), dtype=np.int64)
     data = decompress(metadata.compression, raw.section.payload, metadata.uncompressed_size)
     fields = scan_batch(data, count, 0) if count >= SCAN_MIN_MESSAGES else None
     if fields is None:

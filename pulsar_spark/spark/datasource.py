@@ -22,8 +22,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pulsar_spark.arrow.schema import SCHEMA_DDL
+from pulsar_spark.arrow.schema import ENCRYPTED_DDL, SCHEMA_DDL
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol.crypto import CryptoFailureAction
+from pulsar_spark.spark.crypto_options import CRYPTO_FAILURE_ACTION
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
 from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
@@ -44,9 +46,15 @@ class PulsarDataSource(DataSource):
         freeze_worker_objects()
         options = check_read_options(self.options)  # fail fast on bad read options
         self._value_schema = resolve_value_schema(options)
-        if self._value_schema is None:
-            return SCHEMA_DDL
-        return self._value_schema.read_schema_ddl()
+        ddl = SCHEMA_DDL if self._value_schema is None else self._value_schema.read_schema_ddl()
+        if options.decryption.action is not CryptoFailureAction.CONSUME:
+            return ddl
+        if self._value_schema is not None:
+            raise ConfigurationError(
+                f"option {CRYPTO_FAILURE_ACTION!r} CONSUME delivers encrypted payloads as "
+                "bytes, which a typed value column cannot hold: set valueFormat to 'raw'"
+            )
+        return ddl + ENCRYPTED_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pulsar_spark.spark.batch_reader import PulsarBatchReader

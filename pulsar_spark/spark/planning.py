@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
@@ -19,7 +19,7 @@ from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool, default_pool
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE, ReaderSettings
-from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
 from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.errors import TopicNotFoundError
 from pulsar_spark.message_id import MessageId
@@ -53,6 +53,7 @@ class PartitionRead(InputPartition):
     min_publish_time: int | None = None  # ms, inclusive
     max_publish_time: int | None = None  # ms, exclusive
     value_schema: ValueSchema | None = None  # the schema ``value`` follows; None: bytes
+    decryption: ReaderDecryption = field(default_factory=ReaderDecryption)  # encrypted messages
 
 
 def partition_read(
@@ -78,6 +79,7 @@ def partition_read(
         min_publish_time=min_publish_time,
         max_publish_time=max_publish_time,
         value_schema=options.value_schema,
+        decryption=options.decryption,
     )
 
 

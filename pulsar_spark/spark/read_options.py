@@ -24,11 +24,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
-from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
@@ -38,6 +38,12 @@ from pulsar_spark.spark.client_options import (
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
+)
+from pulsar_spark.spark.crypto_options import (
+    CRYPTO_FAILURE_ACTION,
+    PRIVATE_KEY_FILES,
+    failure_action,
+    private_keys,
 )
 from pulsar_spark.spark.option_values import (
     ADMIN_SETTINGS,
@@ -101,6 +107,8 @@ READ_OPTIONS = (
     VALUE_SCHEMA,
     VALUE_SCHEMA + DEFINITION,
     WAITING_FOR_NON_EXISTED_TOPIC,
+    PRIVATE_KEY_FILES,
+    CRYPTO_FAILURE_ACTION,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -123,15 +131,13 @@ READER_WITHOUT_EFFECT = tuple(
         "autoAckOldestChunkedMessageOnQueueFull",
     )
 )
-_NO_DECRYPTION = (
-    "pulsar-spark does not decrypt messages; the value of an encrypted message would not be "
-    "its plain text"
-)
-# Java reader settings refused: ignoring them would read other messages than asked, or
-# encrypted ones as if they were not.
+# Java reader settings refused: ignoring them would read other messages than asked.
 READER_UNSUPPORTED = (
-    Unsupported("pulsar.reader.cryptoKeyReader", _NO_DECRYPTION),
-    Unsupported("pulsar.reader.cryptoFailureAction", _NO_DECRYPTION),
+    Unsupported(
+        "pulsar.reader.cryptoKeyReader",
+        "a Java class cannot be loaded here; give each key's private key file in "
+        f"{PRIVATE_KEY_FILES!r} ('name=path,...')",
+    ),
     Unsupported(
         "pulsar.reader.keyHashRanges",
         "every message would be read, whatever the hash of its key; filter the rows in Spark",
@@ -218,6 +224,8 @@ class ReadOptions:
     given_schema: SchemaInfo | None = None
     # The topic's schema the value column follows (set on the driver, once resolved).
     value_schema: ValueSchema | None = None
+    # Private keys of encrypted messages, and what to do with those none opens.
+    decryption: ReaderDecryption = field(default_factory=ReaderDecryption)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
@@ -257,6 +265,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         subscription=_subscription(opts, rules),
         value_format=value_format,
         given_schema=_given_schema(opts, value_format),
+        decryption=ReaderDecryption(private_keys(opts), failure_action(opts)),
     )
 
 

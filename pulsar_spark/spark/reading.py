@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from pulsar_spark.arrow.decode import record_batches
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange, StartGone
+from pulsar_spark.protocol.crypto import CryptoFailureAction
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.spark.planning import PartitionRead, make_lookup
 from pulsar_spark.spark.value_schemas import value_decoder
@@ -38,6 +39,7 @@ def read_partition(
             queue_size=work.queue_size,
             poll_timeout=work.poll_timeout,
             request_timeout=lookup.timeout,
+            decryption=work.decryption,
         ),
         on_start_gone,
     )
@@ -45,7 +47,13 @@ def read_partition(
     if work.min_publish_time is not None or work.max_publish_time is not None:
         entries = _published_between(reader, work.min_publish_time, work.max_publish_time)
     values = value_decoder(work.value_schema, work.ref.topic, lookup)
-    yield from record_batches(entries, work.ref.topic, work.ref.partition, values=values)
+    yield from record_batches(
+        entries,
+        work.ref.topic,
+        work.ref.partition,
+        values=values,
+        encrypted_column=work.decryption.action is CryptoFailureAction.CONSUME,
+    )
 
 
 def _published_between(

@@ -2,8 +2,8 @@
 
 Checked when the DataFrame is defined, like the read options: every error names the option and
 what it accepts, unknown options are refused, the Java producer's settings that mean nothing
-here are accepted with a warning, and those it would not honour (encryption, routing) are
-refused.
+here are accepted with a warning, and those it would not honour (routing) are refused.
+Encryption: :mod:`pulsar_spark.spark.crypto_options`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from pulsar_spark.spark.client_options import (
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
+)
+from pulsar_spark.spark.crypto_options import (
+    ENCRYPTION_KEYS,
+    PUBLIC_KEY_FILES,
+    producer_encryption,
 )
 from pulsar_spark.spark.option_values import (
     ADMIN_SETTINGS,
@@ -54,6 +59,8 @@ WRITE_OPTIONS = (
     PRODUCER_BATCH_DELAY,
     PRODUCER_MAX_PENDING,
     PRODUCER_SEND_TIMEOUT,
+    ENCRYPTION_KEYS,
+    PUBLIC_KEY_FILES,
     VALUE_SCHEMA,
     VALUE_SCHEMA + DEFINITION,
     KEY_SCHEMA,
@@ -80,7 +87,10 @@ PRODUCER_WITHOUT_EFFECT = tuple(
         "topicName",
     )
 )
-_NO_ENCRYPTION = "pulsar-spark does not encrypt messages; they would be sent in plain text"
+_KEY_FILES = (
+    f"give each key's public key file in {PUBLIC_KEY_FILES!r} ('name=path,...') and the names "
+    f"in {ENCRYPTION_KEYS!r}"
+)
 _DEFAULT_ROUTING = (
     "messages would be routed as by the Java producer's default router: keyed ones by "
     "JavaStringHash of the key, the others round-robin over the partitions"
@@ -88,9 +98,14 @@ _DEFAULT_ROUTING = (
 # Java producer settings refused: ignoring them would send plain text, or route messages
 # otherwise than asked.
 PRODUCER_UNSUPPORTED = (
-    Unsupported("pulsar.producer.encryptionKeys", _NO_ENCRYPTION),
-    Unsupported("pulsar.producer.cryptoKeyReader", _NO_ENCRYPTION),
-    Unsupported("pulsar.producer.cryptoFailureAction", _NO_ENCRYPTION),
+    Unsupported(
+        "pulsar.producer.cryptoKeyReader", f"a Java class cannot be loaded here; {_KEY_FILES}"
+    ),
+    Unsupported(
+        "pulsar.producer.cryptoFailureAction",
+        "a message that cannot be encrypted fails the write; it is never sent in plain text",
+        ("FAIL",),
+    ),
     Unsupported(
         "pulsar.producer.accessMode",
         "every task opens its own producer in Shared mode; no other producer would be kept off "
@@ -161,5 +176,6 @@ class WriteOptions:
                 batch_max_delay_ms=-(-opts.positive_int(PRODUCER_BATCH_DELAY, 10_000) // 1000),
                 max_pending_messages=opts.positive_int(PRODUCER_MAX_PENDING, 10_000),
                 send_timeout=opts.positive_int(PRODUCER_SEND_TIMEOUT, 30_000) / 1000,
+                encryption=producer_encryption(opts),
             ),
         )

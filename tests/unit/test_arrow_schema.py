@@ -3,6 +3,7 @@ to_record_batch / record_batches turn hand-built MessageColumns into exactly the
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     MapType,
@@ -22,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from pulsar_spark.arrow.decode import RecordBatchBuilder, record_batches, to_record_batch
-from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
+from pulsar_spark.arrow.schema import ARROW_SCHEMA, ENCRYPTED_DDL, ENCRYPTED_FIELD, SCHEMA_DDL
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
 from pulsar_spark.protocol.single_runs import SingleRun
@@ -110,6 +112,27 @@ def test_arrow_schema_field_types_spelled_out() -> None:
     assert types["replicatedFrom"] == pa.string()
     assert all(f.nullable for f in ARROW_SCHEMA)
     assert all(f.nullable for f in types["messageId"])
+
+
+def test_the_consume_column_is_what_spark_derives_from_its_ddl() -> None:
+    """A read with cryptoFailureAction CONSUME has one more column, ``encrypted``, last."""
+    assert ENCRYPTED_DDL == ", encrypted boolean"
+    spark_schema = StructType([*SPARK_SCHEMA.fields, StructField("encrypted", BooleanType())])
+    derived = to_arrow_schema(spark_schema, timezone="UTC")
+    assert derived.equals(ARROW_SCHEMA.append(ENCRYPTED_FIELD), check_metadata=True)
+
+
+def test_the_encrypted_column_flags_rows_left_encrypted() -> None:
+    plain = columns(info(1), [b"a", b"b"])
+    sealed = dataclasses.replace(
+        columns(info(2), [b"\x00sealed"], batched=False), encrypted=np.ones(1, dtype=np.bool_)
+    )
+    batch = to_record_batch([plain, sealed], TOPIC, 2, encrypted_column=True)
+    assert batch.schema.equals(ARROW_SCHEMA.append(ENCRYPTED_FIELD), check_metadata=True)
+    batch.validate(full=True)
+    assert batch.column("encrypted").to_pylist() == [False, False, True]
+    assert batch.column("value").to_pylist() == [b"a", b"b", b"\x00sealed"]
+    assert to_record_batch([plain], TOPIC, 2).schema.equals(ARROW_SCHEMA)
 
 
 # --- building MessageColumns by hand -----------------------------------------------------------

@@ -40,11 +40,7 @@ BASE = {"service.url": PLAIN_URL, "topic": "t"}
 VALUE = "s3cret-Value_42"
 VALUE_ONLY = StructType([StructField("value", StringType())])
 
-NO_ENCRYPTION = "pulsar-spark does not encrypt messages; they would be sent in plain text"
-NO_DECRYPTION = (
-    "pulsar-spark does not decrypt messages; the value of an encrypted message would not be "
-    "its plain text"
-)
+NO_JAVA_CLASS = "a Java class cannot be loaded here; give each key's"
 PEM_TRUST = "give the CAs to trust as a PEM file in 'pulsar.client.tlsTrustCertsFilePath'"
 PEM_IDENTITY = (
     "give the client certificate and key as PEM files in 'pulsar.client.tlsCertificateFilePath' "
@@ -97,9 +93,7 @@ CLIENT_REFUSALS = {
 }
 READER_REFUSALS = {
     "pulsar.reader.cryptoKeyReader": "option 'pulsar.reader.cryptoKeyReader' is not supported "
-    f"yet: {NO_DECRYPTION}",
-    "pulsar.reader.cryptoFailureAction": "option 'pulsar.reader.cryptoFailureAction' is not "
-    f"supported yet: {NO_DECRYPTION}",
+    f"yet: {NO_JAVA_CLASS} private key file in 'pulsar.reader.privateKeyFiles' ('name=path,...')",
     "pulsar.reader.keyHashRanges": "option 'pulsar.reader.keyHashRanges' is not supported yet: "
     "every message would be read, whatever the hash of its key; filter the rows in Spark",
     "pulsar.reader.readCompacted": "option 'pulsar.reader.readCompacted' is not supported yet "
@@ -111,12 +105,12 @@ READER_REFUSALS = {
     "'startingTime' instead",
 }
 PRODUCER_REFUSALS = {
-    "pulsar.producer.encryptionKeys": "option 'pulsar.producer.encryptionKeys' is not "
-    f"supported yet: {NO_ENCRYPTION}",
     "pulsar.producer.cryptoKeyReader": "option 'pulsar.producer.cryptoKeyReader' is not "
-    f"supported yet: {NO_ENCRYPTION}",
+    f"supported yet: {NO_JAVA_CLASS} public key file in 'pulsar.producer.publicKeyFiles' "
+    "('name=path,...') and the names in 'pulsar.producer.encryptionKeys'",
     "pulsar.producer.cryptoFailureAction": "option 'pulsar.producer.cryptoFailureAction' is not "
-    f"supported yet: {NO_ENCRYPTION}",
+    "supported yet (only 'FAIL' is accepted): a message that cannot be encrypted fails the "
+    "write; it is never sent in plain text",
     "pulsar.producer.accessMode": "option 'pulsar.producer.accessMode' is not supported yet "
     "(only 'Shared' is accepted): every task opens its own producer in Shared mode; no other "
     "producer would be kept off the topic",
@@ -211,20 +205,19 @@ def test_the_expected_messages_cover_every_refused_option() -> None:
 @pytest.mark.parametrize(
     "spelling",
     [
-        "pulsar.producer.encryptionkeys",
-        "PULSAR.PRODUCER.ENCRYPTIONKEYS",
-        "Pulsar.Producer.EncryptionKeys",
+        "pulsar.producer.cryptokeyreader",
+        "PULSAR.PRODUCER.CRYPTOKEYREADER",
+        "Pulsar.Producer.CryptoKeyReader",
     ],
 )
 def test_any_case_of_the_name_is_refused_under_its_canonical_name(spelling: str) -> None:
-    message = refusal(WriteOptions.parse, {spelling: "key-a,key-b"})
-    assert message == PRODUCER_REFUSALS["pulsar.producer.encryptionKeys"]
+    message = refusal(WriteOptions.parse, {spelling: "com.example.KeyReader"})
+    assert message == PRODUCER_REFUSALS["pulsar.producer.cryptoKeyReader"]
 
 
-@pytest.mark.parametrize("value", ["", " ", "true", "FAIL", "CONSUME", "DISCARD", "SEND"])
-def test_every_value_of_an_encryption_option_is_refused(value: str) -> None:
-    read = refusal(READS["stream"], {"pulsar.reader.cryptoFailureAction": value})
-    assert read == READER_REFUSALS["pulsar.reader.cryptoFailureAction"]
+@pytest.mark.parametrize("value", ["", " ", "true", "CONSUME", "DISCARD", "SEND"])
+def test_a_producer_crypto_failure_action_other_than_fail_is_refused(value: str) -> None:
+    """SEND (Java: send in plain text when encryption fails) and anything else but FAIL."""
     write = refusal(WriteOptions.parse, {"pulsar.producer.cryptoFailureAction": value})
     assert write == PRODUCER_REFUSALS["pulsar.producer.cryptoFailureAction"]
 
