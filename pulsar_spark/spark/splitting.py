@@ -1,13 +1,12 @@
 """More tasks than partitions (``minPartitions``): each partition's range cut at entry boundaries.
 
-How this works, as Spark's Kafka source does it: when a read has fewer ranges than
-``minPartitions``, every range gets a share of the tasks proportional to its size (at least
-one) and is cut into that many pieces. The cuts are entry ids, so the pieces meet exactly: piece
-``k`` reads the whole entries from cut ``k`` up to the entry before cut ``k + 1`` (both
-inclusive); the first piece keeps the range's start and the last its end, batch indexes and
-all. No message is read twice and none is left out, and a chunked message cut in two is read
-by the piece where it begins (readers finish a message past their end and skip the chunks of
-one that began before their start).
+How this works: each range gets its share of the tasks and is cut into that many pieces, by
+the rule of :mod:`pulsar_spark.spark.task_shares`. The cuts are entry ids, so the pieces meet
+exactly: piece ``k`` reads the whole entries from cut ``k`` up to the entry before cut
+``k + 1`` (both inclusive); the first piece keeps the range's start and the last its end, batch
+indexes and all. No message is read twice and none is left out, and a chunked message cut in
+two is read by the piece where it begins (readers finish a message past their end and skip the
+chunks of one that began before their start).
 
 Size is counted in entries (a batch of many messages is one entry). The binary protocol tells
 a range's first and last entry ids but not how many entries a ledger holds, so only the entries
@@ -23,17 +22,16 @@ from collections.abc import Sequence
 
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.planning import PartitionRead
+from pulsar_spark.spark.task_shares import even_cuts, task_shares
 
 
 def split_reads(reads: Sequence[PartitionRead], min_partitions: int | None) -> list[PartitionRead]:
     """``reads`` cut into at least ``min_partitions`` pieces where the entries allow."""
     if min_partitions is None or len(reads) >= min_partitions:
         return list(reads)
-    sizes = [_entries(read) for read in reads]
-    total = sum(size for size in sizes if size) or 1
+    shares = task_shares([_entries(read) for read in reads], min_partitions)
     pieces: list[PartitionRead] = []
-    for read, size in zip(reads, sizes, strict=True):
-        share = max(1, round(size / total * min_partitions))
+    for read, share in zip(reads, shares, strict=True):
         pieces += split(read, share)
     return pieces
 
@@ -44,10 +42,8 @@ def split(read: PartitionRead, parts: int) -> list[PartitionRead]:
     if span is None or parts <= 1:
         return [read]
     first, last = span
-    count = last - first + 1
-    parts = min(parts, count)
+    cuts = even_cuts(first, last - first + 1, parts)
     ledger, partition = read.end.ledger_id, read.end.partition
-    cuts = [first + (k * count) // parts for k in range(1, parts)]
     starts = [(read.start, read.start_inclusive)] + [
         (MessageId(ledger, cut, -1, partition), True) for cut in cuts
     ]

@@ -27,25 +27,13 @@ from support.tubemq_fixtures import (
     SPARK_WRITE_TOPIC,
     TUBEMQ_PARTITIONS,
 )
+from support.tubemq_reading import load, rows
 
 from pulsar_spark.client.tubemq.cluster import lookup_partitions
 from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.client.tubemq.producer import TubeMQProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
-
-
-def load(spark: SparkSession, cluster: TubeMQCluster, topic: str, **options: str) -> DataFrame:
-    reader = spark.read.format("tubemq").option("master.addresses", cluster.master)
-    return reader.option("topic", topic).options(**options).load()
-
-
-def rows(df: DataFrame) -> list[tuple[Any, ...]]:
-    """(value, topic, partition, offset, attributes, timestamp) per row, sorted."""
-    return sorted(
-        (bytes(r.value), r.topic, r.partition, r.offset, dict(r.attributes), r.timestamp)
-        for r in df.collect()
-    )
 
 
 def partition_keys(topic: str) -> list[str]:

@@ -3,8 +3,8 @@
 The cluster (ZooKeeper, master, broker 1) runs the official Apache InLong jars from Maven
 Central that ``tubemq_maven/pom.xml`` lists (it says which versions and why): Maven copies them
 once into ``tubemq-2.4.0/lib`` of the cache Apache Pulsar's release goes to
-(:func:`pulsar_spark.local.apache.cache_dir`), where every later run finds them. ``make test`` installs Maven and a JDK when either is missing and
-fetches the jars before pytest starts.
+(:func:`pulsar_spark.local.apache.cache_dir`), where every later run finds them. ``make test``
+installs Maven and a JDK when either is missing and fetches the jars before pytest starts.
 
 Each cluster runs on seven free loopback ports with a folder of its own (configuration, data,
 logs), so it never meets another one on the machine; its clients use 127.0.0.1 only. The
@@ -217,16 +217,21 @@ class TubeMQCluster:
         """The master, as the TubeMQ client takes its masters."""
         return (BrokerAddress(HOST, self.master_port),)
 
-    def create_topics(self, names: tuple[str, ...], partitions: int) -> None:
-        """Deploy ``names`` on broker 1 in one go and wait until the broker has loaded them
-        (the master takes a comma-separated list, so the wait is paid once)."""
-        self._modify(
-            "admin_add_new_topic_record",
-            topicName=",".join(names),
-            brokerId=str(BROKER_ID),
-            numPartitions=str(partitions),
-            createUser="tubemq_admin",
-        )
+    def create_topics(
+        self, names: tuple[str, ...], partitions: int, *, others: dict[str, int] | None = None
+    ) -> None:
+        """Deploy ``names`` of ``partitions`` partitions each, and ``others`` with the number
+        of partitions each maps to, on broker 1 in one go and wait until the broker has loaded
+        them (the master takes a comma-separated list, so the wait is paid once)."""
+        counts = dict.fromkeys(names, partitions) | (others or {})
+        for count in sorted(set(counts.values())):
+            self._modify(
+                "admin_add_new_topic_record",
+                topicName=",".join(name for name, n in counts.items() if n == count),
+                brokerId=str(BROKER_ID),
+                numPartitions=str(count),
+                createUser="tubemq_admin",
+            )
         self._modify(
             "admin_reload_broker_configure", brokerId=str(BROKER_ID), modifyUser="tubemq_admin"
         )

@@ -29,6 +29,8 @@ STREAM_RESTART_TOPIC = "pyspark_restart"
 STREAM_LIMIT_TOPIC = "pyspark_limit"
 # Reads paused for longer than the broker's consumer timeout.
 HEARTBEAT_TOPIC = "pyspark_heartbeat"
+# Messages of several types, read with filterConds.
+FILTER_TOPIC = "pyspark_filter"
 TUBEMQ_TOPICS = (
     TUBEMQ_TOPIC,
     SPARK_READ_TOPIC,
@@ -41,8 +43,12 @@ TUBEMQ_TOPICS = (
     STREAM_RESTART_TOPIC,
     STREAM_LIMIT_TOPIC,
     HEARTBEAT_TOPIC,
+    FILTER_TOPIC,
 )
 TUBEMQ_PARTITIONS = 3
+# Of two partitions, read with minPartitions.
+SPLIT_TOPIC = "pyspark_split"
+SPLIT_PARTITIONS = 2
 
 
 @pytest.fixture(scope="session")
@@ -57,10 +63,13 @@ def tubemq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TubeMQC
 
 @pytest.fixture(scope="session")
 def tubemq_topics(tubemq_cluster: TubeMQCluster) -> tuple[str, ...]:
-    """Every topic of :data:`TUBEMQ_TOPICS`, of ``TUBEMQ_PARTITIONS`` partitions each, loaded
-    by the broker. A new topic takes 70-110 s to get there, so all are created in one go."""
-    tubemq_cluster.create_topics(TUBEMQ_TOPICS, TUBEMQ_PARTITIONS)
-    return TUBEMQ_TOPICS
+    """Every topic of :data:`TUBEMQ_TOPICS`, of ``TUBEMQ_PARTITIONS`` partitions each, and
+    :data:`SPLIT_TOPIC`, loaded by the broker. A new topic takes 70-110 s to get there, so all
+    are created in one go."""
+    tubemq_cluster.create_topics(
+        TUBEMQ_TOPICS, TUBEMQ_PARTITIONS, others={SPLIT_TOPIC: SPLIT_PARTITIONS}
+    )
+    return (*TUBEMQ_TOPICS, SPLIT_TOPIC)
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,15 @@ registering again at the first offset it has not returned (:func:`read_range`).
 
 :func:`offset_bounds` finds a partition's first and end offsets the same way: registering at
 offset 0 is clamped to the store's first offset, at a huge offset to its end.
+
+A read with filters registers with ``filterCondStr``, the message types it wants, as the Java
+consumer does. The broker then skips, while it scans, the index entries whose type's hash
+(Java's ``String.hashCode`` of ``$msgType$``, kept in each entry) none of the filters has, so
+a reply holds the partition's messages of those types, and may hold another type of the same
+hash: the caller drops those by their ``$msgType$``, as the Java consumer does. Under the
+broker's default consume rule a filtered read is served from the store's files only, not its
+memory cache: messages are read once the broker has flushed them (``memCacheFlushIntvl``,
+20 s by default), and until then a read waits at 404 as at the end of the store.
 """
 
 from __future__ import annotations
@@ -107,12 +116,14 @@ class PartitionConsumer:
         client: str,
         *,
         timeout: float = 10.0,
+        filters: tuple[str, ...] = (),
     ) -> None:
         self._conn = connection
         self.partition = partition
         self._group = group
         self._client = client
         self._timeout = timeout
+        self._filters = filters
 
     def register(self, offset: int) -> broker_pb.RegisterResponseB2C:
         """Register at ``offset``; the reply's ``currOffset`` is where reading will start."""
@@ -203,15 +214,25 @@ class PartitionConsumer:
         )
         if offset is not None:
             request.currOffset = offset
+        if op == REGISTER:
+            request.filterCondStr.extend(self._filters)
         return request
 
 
 @contextlib.contextmanager
 def _registered(
-    connection: TubeMQConnection, partition: TubePartition, group: str, client: str, timeout: float
+    connection: TubeMQConnection,
+    partition: TubePartition,
+    group: str,
+    client: str,
+    timeout: float,
+    *,
+    filters: tuple[str, ...] = (),
 ) -> Iterator[PartitionConsumer]:
     """A consumer of ``partition`` on ``connection``, unregistered when the block ends."""
-    consumer = PartitionConsumer(connection, partition, group, client, timeout=timeout)
+    consumer = PartitionConsumer(
+        connection, partition, group, client, timeout=timeout, filters=filters
+    )
     try:
         yield consumer
     finally:
@@ -276,6 +297,7 @@ def read_range(
     on_start_moved: Callable[[int], None] | None = None,
     retry_for: float = 0.0,
     heartbeat_interval: float | None = HEARTBEAT_INTERVAL,
+    filters: tuple[str, ...] = (),
 ) -> Iterator[Batch]:
     """The messages of ``partition`` in ``[start, end)``, reply by reply (see the module
     docstring); each batch knows where its read stopped (``scanned_to``), the last one is cut
@@ -288,6 +310,8 @@ def read_range(
     a retriable error, the read goes on from the first offset not yet returned on a new
     connection, for up to ``retry_for`` seconds without progress; then RetriesExhaustedError.
     A heartbeat goes to the broker every ``heartbeat_interval`` seconds (None: none).
+    With ``filters``, the partition's messages of those types only, and maybe others whose
+    type has the same hash (see the module docstring).
     """
     position = start
     retrier = Retrier(f"reading partition {partition.key}", retry_for, RETRY_OPTION)
@@ -295,7 +319,9 @@ def read_range(
         try:
             with (
                 connect(partition, timeout) as connection,
-                _registered(connection, partition, group, client, timeout) as consumer,
+                _registered(
+                    connection, partition, group, client, timeout, filters=filters
+                ) as consumer,
                 heartbeats(consumer, heartbeat_interval),
             ):
                 taken = consumer.register(position).currOffset

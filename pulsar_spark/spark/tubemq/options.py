@@ -7,6 +7,11 @@ unknown options are refused (:class:`~pulsar_spark.spark.option_values.OptionVal
 partition key (``brokerId:topic:partitionId``) to a store offset; -2 in the JSON means
 earliest and -1 latest, as in Spark's Kafka source. A start is inclusive, an end exclusive.
 Partitions the JSON does not name start at the earliest offset and end at the latest.
+
+``filterConds`` takes message types (the ``$msgType$`` a producer sets) separated by commas,
+as the Java consumer's ``subscribe(topic, filterConds, ...)`` does: a read then returns only
+the messages of those types. ``minPartitions`` cuts each partition's range into several tasks
+(:mod:`pulsar_spark.spark.tubemq.reader`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
 REQUEST_TIMEOUT_MS = "requestTimeoutMs"
 RETRY_TIMEOUT_MS = "retryTimeoutMs"
+FILTER_CONDS = "filterConds"
+MIN_PARTITIONS = "minPartitions"
 
 READ_OPTIONS = (
     MASTER_ADDRESSES,
@@ -40,8 +47,16 @@ READ_OPTIONS = (
     MAX_MESSAGES_PER_TRIGGER,
     REQUEST_TIMEOUT_MS,
     RETRY_TIMEOUT_MS,
+    FILTER_CONDS,
+    MIN_PARTITIONS,
 )
 WRITE_OPTIONS = (MASTER_ADDRESSES, TOPIC, REQUEST_TIMEOUT_MS)
+
+# The most filter items a consumer may set on a topic, and the longest item: what the Java
+# client's subscribe() and the master's and broker's web APIs accept. The brokers' register
+# call checks neither.
+MAX_FILTER_ITEMS = 500
+MAX_FILTER_ITEM_LENGTH = 256
 
 EARLIEST_IN_JSON = -2
 LATEST_IN_JSON = -1
@@ -84,6 +99,8 @@ class TubeMQReadOptions:
     timeout: float
     retry_for: float
     max_messages_per_trigger: int | None
+    filters: tuple[str, ...] = ()
+    min_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: Mode | None) -> TubeMQReadOptions:
@@ -127,6 +144,10 @@ class TubeMQReadOptions:
                 opts.positive_int(MAX_MESSAGES_PER_TRIGGER, 1)
                 if opts.has(MAX_MESSAGES_PER_TRIGGER)
                 else None
+            ),
+            filters=_filters(opts),
+            min_partitions=(
+                opts.positive_int(MIN_PARTITIONS, 1) if opts.has(MIN_PARTITIONS) else None
             ),
         )
 
@@ -172,6 +193,38 @@ def _topic(opts: OptionValues) -> str:
     if "," in topic or ":" in topic or any(c.isspace() for c in topic):
         raise ConfigurationError(f"option {TOPIC!r} takes one TubeMQ topic name, got {topic!r}")
     return topic
+
+
+def _filters(opts: OptionValues) -> tuple[str, ...]:
+    """The message types of ``filterConds``, sorted and each once (the Java client keeps
+    them in a TreeSet); () when the option is absent."""
+    text = opts.get(FILTER_CONDS)
+    if text is None:
+        return ()
+    items = [item.strip() for item in text.split(",")]
+    if any(not item for item in items):
+        raise ConfigurationError(
+            f"option {FILTER_CONDS!r} takes message types separated by commas, none of them "
+            f"blank; got {text!r}"
+        )
+    for item in items:
+        if len(item) > MAX_FILTER_ITEM_LENGTH:
+            raise ConfigurationError(
+                f"option {FILTER_CONDS!r}: a message type is at most {MAX_FILTER_ITEM_LENGTH} "
+                f"characters long in TubeMQ; {item[:40]!r}... has {len(item)}"
+            )
+        if "=" in item:
+            raise ConfigurationError(
+                f"option {FILTER_CONDS!r}: {item!r} cannot be a message type (no message "
+                "attribute holds '=')"
+            )
+    unique = tuple(sorted(set(items)))
+    if len(unique) > MAX_FILTER_ITEMS:
+        raise ConfigurationError(
+            f"option {FILTER_CONDS!r} names {len(unique)} message types; TubeMQ takes at most "
+            f"{MAX_FILTER_ITEMS} filter items for a topic"
+        )
+    return unique
 
 
 def _offsets(opts: OptionValues, name: str, topic: str, default: Earliest | Latest) -> OffsetSpec:

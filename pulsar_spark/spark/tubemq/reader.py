@@ -10,6 +10,18 @@ reply, the last one cut at ``end`` (:func:`~pulsar_spark.client.tubemq.consumer.
 exact also while messages are being written). Tasks use nothing but their :class:`TubeRead`:
 Spark runs ``read`` on a fresh copy of the reader.
 
+With ``minPartitions``, ranges are cut into more tasks by the rule the ``pulsar`` source uses
+(:mod:`pulsar_spark.spark.task_shares`), counted in index entries (28 bytes each, the store's
+messages, all partitions of the store together): each piece is a range ``[cut_k, cut_k+1)``
+read exactly as a whole partition is, so the pieces hold each message of the range once. The
+broker keeps one registration and one offset per group and partition, so the pieces of a
+partition read under groups of their own: ``consumerGroup`` for the first, with ``_piece<k>``
+appended for the k-th after it.
+
+With ``filterConds``, each task registers with the message types and keeps, of what the
+broker returns, the messages whose ``$msgType$`` is one of them (see
+:mod:`pulsar_spark.client.tubemq.consumer`).
+
 A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` (next offset
 to read, per partition). A micro-batch ends where each partition ended when it was planned;
 under Trigger.AvailableNow, where they ended when the query started; with
@@ -21,6 +33,8 @@ for ``retryTimeoutMs`` while the master or broker is out of reach.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +56,7 @@ from pulsar_spark.arrow.tubemq import messages_to_batch
 from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.tubemq.cluster import TubePartition, by_broker, lookup_partitions
 from pulsar_spark.client.tubemq.consumer import (
+    INDEX_ENTRY_SIZE,
     RETRY_OPTION,
     Bounds,
     connect,
@@ -49,8 +64,10 @@ from pulsar_spark.client.tubemq.consumer import (
     read_range,
 )
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol.tubemq.messages import MSG_TYPE_KEY, TubeMessage, parse_attributes
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.positions import Earliest, Latest
+from pulsar_spark.spark.task_shares import even_cuts, task_shares
 from pulsar_spark.spark.tubemq.limits import limited_ends
 from pulsar_spark.spark.tubemq.offsets import TubeMQOffset
 from pulsar_spark.spark.tubemq.options import (
@@ -75,6 +92,7 @@ class TubeRead(InputPartition):
     fail_on_data_loss: bool
     retry_for: float
     check_start: bool = True
+    filters: tuple[str, ...] = ()
 
     @property
     def client(self) -> str:
@@ -96,7 +114,27 @@ def task(
         options.fail_on_data_loss,
         options.retry_for,
         check_start,
+        options.filters,
     )
+
+
+def split_reads(reads: Sequence[TubeRead], min_partitions: int | None) -> list[TubeRead]:
+    """``reads`` cut into at least ``min_partitions`` pieces where the index entries allow
+    (see the module docstring)."""
+    entries = [(read.end - read.start) // INDEX_ENTRY_SIZE for read in reads]
+    pieces: list[TubeRead] = []
+    for read, count, share in zip(
+        reads, entries, task_shares(entries, min_partitions), strict=True
+    ):
+        cuts = [read.start + INDEX_ENTRY_SIZE * cut for cut in even_cuts(0, count, share)]
+        bounds = itertools.pairwise([read.start, *cuts, read.end])
+        pieces += [
+            dataclasses.replace(
+                read, start=start, end=end, group=read.group if k == 0 else f"{read.group}_piece{k}"
+            )
+            for k, (start, end) in enumerate(bounds)
+        ]
+    return pieces
 
 
 def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
@@ -119,12 +157,21 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
         timeout=read.timeout,
         on_start_moved=moved,
         retry_for=read.retry_for,
+        filters=read.filters,
     ):
-        if batch.messages:
-            offsets = batch.message_offsets() or [batch.offset] * len(batch.messages)
-            yield messages_to_batch(
-                read.partition.topic, read.partition.key, offsets, batch.messages
-            )
+        offsets = batch.message_offsets() or [batch.offset] * len(batch.messages)
+        messages = batch.messages
+        if read.filters:
+            kept = [i for i, message in enumerate(messages) if _typed(message, read.filters)]
+            offsets, messages = [offsets[i] for i in kept], [messages[i] for i in kept]
+        if messages:
+            yield messages_to_batch(read.partition.topic, read.partition.key, offsets, messages)
+
+
+def _typed(message: TubeMessage, types: tuple[str, ...]) -> bool:
+    """Whether ``message``'s type is one of ``types`` (the broker filters by the types' hashes,
+    which another type can share)."""
+    return parse_attributes(message.attributes).get(MSG_TYPE_KEY) in types
 
 
 def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
@@ -189,7 +236,7 @@ class TubeMQBatchReader(DataSourceReader):
             end = _resolve(options.ending, key, bounds, ENDING_OFFSETS)
             if start < end:
                 reads.append(task(options, partition, start, end, check_start=True))
-        return reads
+        return split_reads(reads, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TubeRead):
@@ -279,7 +326,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     reads.append(task(self.options, partition, first, last, check_start=False))
             elif first < last:
                 reads.append(task(self.options, partition, first, last, check_start=True))
-        return reads
+        return split_reads(reads, self.options.min_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in the broker."""

@@ -4,9 +4,13 @@
  *   TubeMQProbe produce <master host:port> <topic>
  *       sends three fixed messages: with attributes and system headers, plain, and with
  *       attributes only; prints "SENT <partition> <message id>" per message
- *   TubeMQProbe consume <master host:port> <topic> <group> <count>
- *       reads <count> messages from the first offset; prints
+ *   TubeMQProbe consume <master host:port> <topic> <group> <count> [<filter>[,<filter>...]]
+ *       reads <count> messages from the first offset, of the message types <filter> only when
+ *       given (subscribe's filterConds); prints
  *       "GOT <hex value> <attribute string or -> <msgType or -> <msgTime or ->" per message
+ *   TubeMQProbe produce-typed <master host:port> <topic> <value prefix> <type or ->...
+ *       sends one message per argument after the prefix, with that message type ("-": none)
+ *       and the value "<prefix> <index>"; prints "SENT <partition> <message id>" per message
  *   TubeMQProbe produce-timed <master host:port> <topic> <count> <size>
  *       sends <count> messages of <size> bytes with the asynchronous sendMessage, waits for
  *       every acknowledgement; prints "PRODUCED <acknowledged> <milliseconds>"
@@ -48,16 +52,23 @@ public class TubeMQProbe {
             case "consume-timed":
                 ok = consumeTimed(factory, args[1], args[2], args[3], Integer.parseInt(args[4]));
                 break;
+            case "produce-typed":
+                ok = produceTyped(factory, args[2], args[3],
+                        java.util.Arrays.copyOfRange(args, 4, args.length));
+                break;
             default:
-                ok = consume(factory, args[1], args[2], args[3], Integer.parseInt(args[4]));
+                java.util.TreeSet<String> filters = null;
+                if (args.length > 5) {
+                    filters = new java.util.TreeSet<>(java.util.Arrays.asList(args[5].split(",")));
+                }
+                ok = consume(factory, args[1], args[2], args[3], Integer.parseInt(args[4]),
+                        filters);
         }
         factory.shutdown();
         System.exit(ok ? 0 : 1);
     }
 
     private static boolean produce(MessageSessionFactory factory, String topic) throws Throwable {
-        MessageProducer producer = factory.createProducer();
-        producer.publish(topic);
         Message full = new Message(topic, "java value 1".getBytes(StandardCharsets.UTF_8));
         full.setAttrKeyVal("color", "blue");
         full.setAttrKeyVal("size", "9");
@@ -65,8 +76,29 @@ public class TubeMQProbe {
         Message plain = new Message(topic, "java value 2".getBytes(StandardCharsets.UTF_8));
         Message attrsOnly = new Message(topic, new byte[] {0, 1, 2, (byte) 0xff});
         attrsOnly.setAttrKeyVal("only", "attrs");
+        return send(factory, topic, new Message[] {full, plain, attrsOnly});
+    }
+
+    private static boolean produceTyped(MessageSessionFactory factory, String topic,
+            String prefix, String[] types) throws Throwable {
+        Message[] messages = new Message[types.length];
+        for (int i = 0; i < types.length; i++) {
+            messages[i] = new Message(topic,
+                    (prefix + " " + i).getBytes(StandardCharsets.UTF_8));
+            if (!types[i].equals("-")) {
+                messages[i].putSystemHeader(types[i], null);
+            }
+        }
+        return send(factory, topic, messages);
+    }
+
+    /** Sends each message with the synchronous sendMessage; whether every one was stored. */
+    private static boolean send(MessageSessionFactory factory, String topic, Message[] messages)
+            throws Throwable {
+        MessageProducer producer = factory.createProducer();
+        producer.publish(topic);
         boolean ok = true;
-        for (Message m : new Message[] {full, plain, attrsOnly}) {
+        for (Message m : messages) {
             MessageSentResult r = producer.sendMessage(m);
             ok &= r.isSuccess();
             System.out.println(r.isSuccess()
@@ -78,8 +110,8 @@ public class TubeMQProbe {
     }
 
     private static boolean consume(MessageSessionFactory factory, String master, String topic,
-            String group, int count) throws Throwable {
-        int received = pull(factory, master, topic, group, count, 90_000L, 50, messages -> {
+            String group, int count, java.util.TreeSet<String> filters) throws Throwable {
+        int received = pull(factory, master, topic, group, count, 90_000L, 50, filters, messages -> {
             for (Message m : messages) {
                 StringBuilder hex = new StringBuilder();
                 for (byte b : m.getData()) {
@@ -94,14 +126,16 @@ public class TubeMQProbe {
     }
 
     /** Reads from the first offset with a new group until count messages came or the time
-     * ran out, handing each non-empty result to each; how many messages came. */
+     * ran out, of the types in filters only unless null, handing each non-empty result to
+     * each; how many messages came. */
     private static int pull(MessageSessionFactory factory, String master, String topic,
             String group, int count, long timeoutMs, long pauseMs,
+            java.util.TreeSet<String> filters,
             java.util.function.Consumer<java.util.List<Message>> each) throws Throwable {
         ConsumerConfig config = new ConsumerConfig(master, group);
         config.setConsumePosition(ConsumePosition.CONSUMER_FROM_FIRST_OFFSET);
         PullMessageConsumer consumer = factory.createPullConsumer(config);
-        consumer.subscribe(topic, null);
+        consumer.subscribe(topic, filters);
         consumer.completeSubscribe();
         int received = 0;
         long deadline = System.currentTimeMillis() + timeoutMs;
@@ -170,7 +204,7 @@ public class TubeMQProbe {
         long start = System.nanoTime();
         long[] first = {0};
         long[] last = {0};
-        int received = pull(factory, master, topic, group, count, 600_000L, 1, messages -> {
+        int received = pull(factory, master, topic, group, count, 600_000L, 1, null, messages -> {
             last[0] = System.nanoTime();
             if (first[0] == 0) {
                 first[0] = last[0];
