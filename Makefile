@@ -54,12 +54,26 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-proto: install
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m grpc_tools.protoc -Iproto \
+# The generated modules are written by grpcio-tools $(PROTO_TOOLS_VERSION), whose protoc makes
+# code that protobuf 6.31.1 and every later runtime load (see the protobuf bound in
+# pyproject.toml). That grpcio-tools needs a protobuf older than the one in .venv, so it lives
+# in a virtualenv of its own, $(PROTO_VENV); the .pyi stubs come from .venv's mypy-protobuf.
+PROTO_TOOLS_VERSION := 1.76.0
+PROTO_VENV := .venv-proto
+PROTOC := $(PROTO_VENV)/bin/python -m grpc_tools.protoc -Iproto
+
+$(PROTO_VENV)/.grpcio-tools-$(PROTO_TOOLS_VERSION):
+	rm -rf $(PROTO_VENV)
+	$(PYTHON) -m venv $(PROTO_VENV)
+	$(PROTO_VENV)/bin/python -m pip install --quiet "grpcio-tools==$(PROTO_TOOLS_VERSION)"
+	touch $@
+
+proto: install $(PROTO_VENV)/.grpcio-tools-$(PROTO_TOOLS_VERSION)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PROTOC) \
 	    --python_out=pulsar_spark/protocol/_generated \
 	    --mypy_out=pulsar_spark/protocol/_generated \
 	    proto/pulsar_api.proto
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m grpc_tools.protoc -Iproto \
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PROTOC) \
 	    --python_out=pulsar_spark/protocol/tubemq/_generated \
 	    --mypy_out=pulsar_spark/protocol/tubemq/_generated \
 	    proto/tubemq_rpc.proto proto/tubemq_master.proto proto/tubemq_broker.proto
@@ -68,7 +82,7 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 # The long fuzz run (tests/fuzz/run_fuzz.py): mutated frames through the read path and
 # generated batches through every decoding path; FUZZ_ARGS narrows it (--seconds, --inputs,

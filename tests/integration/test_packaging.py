@@ -13,41 +13,34 @@ from __future__ import annotations
 
 import email
 import json
-import os
-import shutil
-import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pulsar
 import pyarrow.parquet as pq
 import pytest
+from support.packaging import (
+    ROOT,
+    build_wheel,
+    clean_env,
+    copy_source,
+    new_venv,
+    pip_install,
+    run,
+    see_test_environment,
+    venv_script,
+)
 
 from pulsar_spark.local import LocalBroker
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 NS = "persistent://public/default/"
-NOT_SOURCE = {
-    ".git",
-    ".venv",
-    "build",
-    "dist",
-    "__pycache__",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    "demo-output",
-}
 MESSAGES = 120
-PIP = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
 
 
 @dataclass(frozen=True)
@@ -58,63 +51,14 @@ class Installed:
     outside: Path  # a working directory outside the repository
 
 
-def _not_source(directory: str, names: list[str]) -> set[str]:
-    return {n for n in names if n in NOT_SOURCE or n.endswith(".egg-info")}
-
-
-def _clean_env(python: Path) -> dict[str, str]:
-    """The environment a user's shell would have: no PYTHONPATH, Spark's Python is ``python``."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(python)
-    return env
-
-
-def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """Run ``command``; fail the test with the end of its output unless it succeeds."""
-    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
-    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result
-
-
-def _copy_source(work: Path) -> Path:
-    """This checkout's source tree, copied without build leftovers."""
-    source = work / "source"
-    shutil.copytree(ROOT, source, ignore=_not_source, symlinks=True)
-    return source
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """The wheel built from this checkout, installed into a fresh virtual environment."""
     work = tmp_path_factory.mktemp("packaging")
-    source = _copy_source(work)
-    dist = work / "dist"
-    _run(
-        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist), str(source)],
-        timeout=300,
-    )
-    [wheel] = dist.glob("pulsar_spark-*.whl")
-
-    venv = work / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120)
-    python = venv / "bin" / "python"
-    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    site_packages = Path(_run([str(python), "-c", purelib]).stdout.strip()).resolve()
-    outer = dict.fromkeys(sysconfig.get_path(name) for name in ("purelib", "platlib"))
-    (site_packages / "test-environment.pth").write_text("\n".join(outer) + "\n")
-    _run(
-        [
-            *PIP,
-            "--python",
-            str(python),
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--ignore-installed",
-            str(wheel),
-        ],
-        timeout=300,
-    )
+    wheel = build_wheel(work)
+    python, site_packages = new_venv(work / "venv")
+    see_test_environment(site_packages)
+    pip_install(python, "--no-deps", "--no-index", "--ignore-installed", str(wheel))
     outside = work / "elsewhere"
     outside.mkdir()
     return Installed(wheel, python, site_packages, outside)
@@ -184,12 +128,12 @@ def test_wheel_metadata_carries_the_license(installed: Installed) -> None:
 def test_sdist_builds_with_the_license(tmp_path: Path) -> None:
     """The source distribution builds (setuptools' PEP 517 hook, as pip calls it) and holds
     the license, the metadata and the sources the wheel is built from."""
-    source = _copy_source(tmp_path)
+    source = copy_source(tmp_path)
     dist = tmp_path / "sdist"
     build = (
         "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     )
-    result = _run([sys.executable, "-c", build, str(dist)], cwd=source, timeout=300)
+    result = run([sys.executable, "-c", build, str(dist)], cwd=source, timeout=300)
     name = result.stdout.strip().splitlines()[-1]
     assert name.startswith("pulsar_spark-") and name.endswith(".tar.gz")
     top = name.removesuffix(".tar.gz")
@@ -223,10 +167,10 @@ def test_modules_import_from_the_installed_wheel(installed: Installed) -> None:
         "(pulsar_spark, pyspark_pulsar, job, demo, local)], "
         "'default_source': pyspark_pulsar.DefaultSource is PulsarDataSource}))"
     )
-    result = _run(
+    result = run(
         [str(installed.python), "-c", script],
         cwd=installed.outside,
-        env=_clean_env(installed.python),
+        env=clean_env(installed.python),
         timeout=120,
     )
     found = json.loads(result.stdout)
@@ -251,21 +195,19 @@ def test_spark_submit_runs_the_installed_job(
     finally:
         client.close()
 
-    env = _clean_env(installed.python)
+    env = clean_env(installed.python)
     # The README's recipe: ask the installed package where its job file is.
     locate = "import pulsar_spark.jobs.topic_to_parquet as job; print(job.__file__)"
     job = Path(
-        _run(
+        run(
             [str(installed.python), "-c", locate], cwd=installed.outside, env=env, timeout=120
         ).stdout.strip()
     )
     assert job.resolve().is_relative_to(installed.site_packages)
 
-    local = Path(sys.executable).parent / "spark-submit"
-    spark_submit = str(local) if local.exists() else shutil.which("spark-submit")
-    assert spark_submit, "spark-submit is not installed (it comes with pyspark)"
+    spark_submit = venv_script("spark-submit")
     output = installed.outside / "clicks"
-    result = _run(
+    result = run(
         [
             spark_submit,
             *("--master", "local[2]", "--conf", "spark.ui.enabled=false"),
