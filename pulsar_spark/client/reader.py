@@ -36,12 +36,12 @@ start, and later chunks without their first are discarded).
 Markers (replication, transactions) and messages whose ``ack_set`` bit is cleared (already
 acknowledged within a batch) are skipped. The subscription is removed when the reader is done.
 
-An encrypted entry (its metadata names encryption keys) never takes the paths that decode
-plain entries together: its payload (each chunk's, for a chunked message) is decrypted first
-with the private keys of ``ReaderSettings.decryption``
-(:mod:`~pulsar_spark.protocol.crypto`), then decompressed and decoded as any other. One that
-none of them opens fails the read, is skipped, or comes out as one row holding its payload
-still encrypted, as the decryption's failure action says.
+An encrypted entry (its metadata names encryption keys) is decrypted as it arrives, with the
+private keys of ``ReaderSettings.decryption`` (:mod:`~pulsar_spark.protocol.crypto`), and
+then decompressed and decoded with its plain neighbours, as any other entry (each chunk of a
+chunked message is decrypted on its own, then they are joined). One that none of the keys
+opens fails the read, is skipped, or comes out as one row holding its payload still
+encrypted, as the decryption's failure action says.
 
 A start that no longer exists shows in the first entry delivered: retention removes whole
 ledgers, and a broker places a cursor that points into a removed ledger at the first entry that
@@ -179,7 +179,12 @@ class RangeReader:
         assembler = ChunkAssembler()
         end = self.range.end.entry
         first, last = bounds
-        for raw in self.entries(pending_chunks=lambda: assembler.pending > 0):
+        entries = self.entries(pending_chunks=lambda: assembler.pending > 0)
+        for raw in self._decrypting(entries, end):
+            if isinstance(raw, MessageColumns):  # an entry left encrypted (CONSUME)
+                yield from _pending(run, group)
+                yield from _clipped(raw, first, last)
+                continue
             past_end = raw.entry > end
             if not past_end and _plain_single(raw):
                 # one message, not chunked: decoded together with its neighbours
@@ -207,9 +212,7 @@ class RangeReader:
             if past_end:
                 yield columns  # a chunked message that began inside the range ends here
                 continue
-            clipped = _clip(columns, first, last)
-            if clipped is not None and clipped.count:
-                yield clipped
+            yield from _clipped(columns, first, last)
 
     def entries(
         self,
@@ -330,12 +333,41 @@ class RangeReader:
             payload = assembled.payload
         return _acknowledged(raw, decode_entry(*_decompressed(raw, payload)))
 
+    def _decrypting(
+        self, entries: Iterator[RawEntry], end: tuple[int, int]
+    ) -> Iterator[RawEntry | MessageColumns]:
+        """``entries``, each encrypted one up to ``end`` (not a chunk) decrypted so that it is
+        decoded with its plain neighbours, or as its failure action says: left out, or one
+        row left encrypted."""
+        for raw in entries:
+            metadata = raw.section.metadata
+            if not metadata.encryption_keys or raw.entry > end or is_chunk(metadata):
+                yield raw
+                continue
+            opened, left = self._opened(raw)
+            if opened is not None:
+                yield opened
+            elif left is not None:
+                yield left
+
+    def _opened(self, raw: RawEntry) -> tuple[RawEntry | None, MessageColumns | None]:
+        """An encrypted entry (not a chunk) with its payload decrypted and its metadata without
+        keys, so that it takes the plain paths; else (None, its row left encrypted or None when
+        discarded)."""
+        opened = self._decrypt(raw)
+        if opened is None or isinstance(opened, MessageColumns):
+            return None, opened
+        metadata = pb.MessageMetadata()
+        metadata.CopyFrom(raw.section.metadata)
+        metadata.ClearField("encryption_keys")
+        return raw._replace(section=raw.section._replace(metadata=metadata, payload=opened)), None
+
     def _decrypt(self, raw: RawEntry) -> bytes | MessageColumns | None:
         """An encrypted entry's payload decrypted (still compressed); when it cannot be, as
         ``cryptoFailureAction`` says: an error, None (discarded) or its one row left encrypted."""
         decryption = self.settings.decryption
         if self._decryptor is None:
-            self._decryptor = Decryptor(dict(decryption.private_keys))
+            self._decryptor = _decryptor(decryption.private_keys)
         try:
             return self._decryptor.decrypt(raw.section.metadata, raw.section.payload)
         except CryptoError as exc:
@@ -348,6 +380,21 @@ class RangeReader:
                 log.warning("%s: discarded (cryptoFailureAction DISCARD): %s", where, exc)
                 return None
         return _left_encrypted(raw)
+
+
+_DECRYPTORS: dict[tuple[tuple[str, bytes], ...], Decryptor] = {}
+_MAX_DECRYPTORS = 16
+
+
+def _decryptor(private_keys: tuple[tuple[str, bytes], ...]) -> Decryptor:
+    """The process's decryptor for these keys: loading an RSA private key takes tens of ms,
+    and a worker reads many ranges with the same keys, whose data keys it then unwraps once."""
+    found = _DECRYPTORS.get(private_keys)
+    if found is None:
+        if len(_DECRYPTORS) >= _MAX_DECRYPTORS:
+            _DECRYPTORS.clear()
+        found = _DECRYPTORS[private_keys] = Decryptor(dict(private_keys))
+    return found
 
 
 def _left_encrypted(raw: RawEntry) -> MessageColumns:
@@ -443,23 +490,21 @@ def _acknowledged(raw: RawEntry, columns: MessageColumns) -> MessageColumns:
 
 
 def _plain_batch(raw: RawEntry) -> bool:
-    """A batched entry that is not a chunk, a marker or encrypted."""
+    """A batched entry that is not a chunk or a marker (nor encrypted: those up to the end are
+    decrypted before, see :meth:`RangeReader._decrypting`)."""
     metadata = raw.section.metadata
-    return is_batch(metadata) and not (
-        is_chunk(metadata) or metadata.HasField("marker_type") or metadata.encryption_keys
-    )
+    return is_batch(metadata) and not (is_chunk(metadata) or metadata.HasField("marker_type"))
 
 
 def _plain_single(raw: RawEntry) -> bool:
-    """An entry of one message that is not a chunk, a marker, encrypted or partly
-    acknowledged."""
+    """An entry of one message that is not a chunk, a marker or partly acknowledged (nor
+    encrypted: those up to the end are decrypted before)."""
     metadata = raw.section.metadata
     return not (
         is_batch(metadata)
         or is_chunk(metadata)
         or metadata.HasField("marker_type")
         or raw.message.ack_set
-        or metadata.encryption_keys
     )
 
 
@@ -563,6 +608,12 @@ def _clip(columns: MessageColumns, first: Key, last: Key) -> MessageColumns | No
     lo = int(np.searchsorted(index, first[2], side="left")) if entry == first[:2] else 0
     hi = int(np.searchsorted(index, last[2], side="right")) if entry == last[:2] else columns.count
     return columns.slice(lo, hi) if lo < hi else None
+
+
+def _clipped(columns: MessageColumns, first: Key, last: Key) -> Iterator[MessageColumns]:
+    clipped = _clip(columns, first, last)
+    if clipped is not None and clipped.count:
+        yield clipped
 
 
 def _apply_ack_set(columns: MessageColumns, ack_set: list[int]) -> MessageColumns:
