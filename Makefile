@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+# What an install is made of: when one of these changes, the next make installs again.
+SOURCES := pyproject.toml setup.py README.md LICENSE \
+    $(shell find pulsar_spark -path '*/__pycache__' -prune -o -type f -print)
 
 .PHONY: test test-apache apache demo install lint typecheck proto bench clean tubemq jdk
 
@@ -15,9 +18,19 @@ $(PY):
 # A regular (non-editable) install, so Spark's data-source discovery sees `pyspark_pulsar`
 # exactly as a `pip install pulsar-spark` user gets it. setuptools builds in build/ and puts
 # everything it finds there into the wheel, modules since moved or deleted too: start clean.
-install: $(PY)
+# Each stamp records one install: the tests' (with the `test` and `dev` extras) or the demo's
+# (`local` only); make installs again only when a source is newer than the stamp.
+$(STAMP)-test: $(SOURCES) | $(PY)
 	rm -rf build
 	$(PY) -m pip install --quiet ".[test,dev]"
+	touch $@
+
+$(STAMP)-local: $(SOURCES) | $(PY)
+	rm -rf build
+	$(PY) -m pip install --quiet ".[local]"
+	touch $@
+
+install: $(STAMP)-test
 
 test: install jdk tubemq
 	$(PY) -m pytest
@@ -44,7 +57,7 @@ test-apache: install jdk
 apache: install jdk
 	@$(PY) -m pulsar_spark.local.apache $(APACHE_ARGS)
 
-demo: install
+demo: $(STAMP)-local
 	$(PY) -m pulsar_spark.jobs.demo $(DEMO_ARGS)
 
 lint: install

@@ -99,14 +99,13 @@ def test_demo(tmp_path: Path) -> None:
     assert (tmp_path / "demo" / "events").is_dir()
 
 
-def test_demo_without_pulsar_lite_names_the_extra(tmp_path: Path) -> None:
-    """Without pulsar-lite the demo stops before starting Spark and says what to install."""
-    hide = "import sys; sys.modules['pulsar_lite.binary_finder'] = None; "
-    run = "from pulsar_spark.jobs import demo; sys.exit(demo.main(['--output', sys.argv[1]]))"
+def run_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter with ``args``, importing the package from this checkout; it must
+    end within two minutes (these runs stop before Spark starts)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    result = subprocess.run(
-        [sys.executable, "-c", hide + run, str(tmp_path / "demo")],
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -114,6 +113,13 @@ def test_demo_without_pulsar_lite_names_the_extra(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
+
+
+def test_demo_without_pulsar_lite_names_the_extra(tmp_path: Path) -> None:
+    """Without pulsar-lite the demo stops before starting Spark and says what to install."""
+    hide = "import sys; sys.modules['pulsar_lite.binary_finder'] = None; "
+    run = "from pulsar_spark.jobs import demo; sys.exit(demo.main(['--output', sys.argv[1]]))"
+    result = run_python("-c", hide + run, str(tmp_path / "demo"))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "the embedded broker needs pulsar-lite, which is not installed; install it with the "
@@ -121,3 +127,20 @@ def test_demo_without_pulsar_lite_names_the_extra(tmp_path: Path) -> None:
         "--service-url"
     )
     assert "starting Spark" not in result.stdout
+
+
+def test_demo_refuses_an_output_directory_it_did_not_make(tmp_path: Path) -> None:
+    """``--output`` naming a directory that holds something the demo did not write: the demo
+    stops before starting a broker or Spark, and the directory keeps what it held."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    result = run_python("-m", "pulsar_spark.jobs.demo", "--output", str(out))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"--output {out} is not empty and was not made by the demo, which would delete what "
+        "it holds; give a new or empty directory"
+    )
+    assert "starting" not in result.stdout
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "keep me"
