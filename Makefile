@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SOURCES := pyproject.toml setup.py README.md LICENSE \
     $(shell find pulsar_spark -path '*/__pycache__' -prune -o -type f -print)
 
-.PHONY: test test-apache apache demo install lint typecheck proto bench clean tubemq jdk
+.PHONY: test test-apache apache demo install lint typecheck proto bench clean tubemq jdk docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,16 @@ $(STAMP)-local: $(SOURCES) | $(PY)
 
 install: $(STAMP)-test
 
-test: install jdk tubemq
+test: install jdk tubemq docs
 	$(PY) -m pytest
+
+# The documentation site (mkdocs.yml, docs/), built with warnings as errors: a broken link or
+# anchor, a missing page or a README section that a page includes and that is gone fails it.
+# A make target rather than a test: it needs no broker and takes about a second, so `make test`
+# fails on it before pytest starts any broker, and `make docs` runs it alone. The pages'
+# examples run in tests/integration/test_readme.py. The site goes to site/, ignored by git.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Apache Pulsar and TubeMQ come from Maven Central and run on Java: Maven and a JDK are
 # installed from Debian when either is missing.
@@ -95,7 +103,7 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PROTO_VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 # The long fuzz run (tests/fuzz/run_fuzz.py): mutated frames through the read path and
 # generated batches through every decoding path; FUZZ_ARGS narrows it (--seconds, --inputs,

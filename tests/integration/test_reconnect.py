@@ -4,7 +4,7 @@ The broker is killed (SIGKILL) and started again on the same port and data direc
 range reader reads or a producer writes; the proxy (tests/broker_proxy.py) sends what Apache
 Pulsar sends when it unloads a topic (CloseConsumer, CloseProducer, TopicMigrated) and, for
 the producer, emulates a deduplicating broker. Reads must deliver every message exactly once,
-writes lose nothing, and duplicates stay within the bound the README states: without
+writes lose nothing, and duplicates stay within the bound docs/offsets.md states: without
 deduplication at most the messages in flight when the connection broke, with it none.
 """
 

@@ -34,7 +34,7 @@ from support.apache_secure import (
 from support.certs import TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server
-from support.readme import example
+from support.readme import example, source
 from support.waiting import wait_until
 
 from pulsar_spark.jobs import topic_to_parquet
@@ -482,7 +482,7 @@ def test_no_secret_in_explain_progress_errors_or_the_broker_log(  # noqa: PLR091
     assert forged not in log
 
 
-# --- the README's secure examples, pointed at the secured broker ----------------------------------
+# --- the secure examples of docs/security.md, pointed at the secured broker -----------------------
 
 
 def run_readme_example(spark: SparkSession, name: str, replacements: dict[str, str]) -> DataFrame:
@@ -491,7 +491,7 @@ def run_readme_example(spark: SparkSession, name: str, replacements: dict[str, s
         assert placeholder in code, placeholder
         code = code.replace(placeholder, value)
     namespace: dict[str, Any] = {"spark": spark}
-    exec(compile(code, f"README.md:{name}", "exec"), namespace)
+    exec(compile(code, source(name), "exec"), namespace)
     df: DataFrame = namespace["df"]
     return df
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from support.readme import example
+from support.readme import example, source
 from support.streaming import available_now, drain
 from support.tubemq_cluster import JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import (
@@ -267,7 +267,7 @@ def test_readme_example_copies_a_topic(
         "tubemq_topic": README_IN_TOPIC,
         "tubemq_copy": README_OUT_TOPIC,
     }
-    exec(compile(example("tubemq"), "README.md:tubemq", "exec"), names)
+    exec(compile(example("tubemq"), source("tubemq"), "exec"), names)
     copied = [(r[0], r[4]) for r in rows(load(spark, tubemq_cluster, README_OUT_TOPIC))]
     assert copied == sorted(
         (value, {"n": str(i)} if i % 2 else {}) for i, (value, _) in enumerate(sent)

@@ -19,7 +19,7 @@ SPARK_WRITE_TOPIC = "pyspark_write"
 SPARK_STREAM_TOPIC = "pyspark_stream"
 # Written to one partition only, so that the reads there know each message's offset.
 SPARK_OFFSETS_TOPIC = "pyspark_offsets"
-# The README's example copies one topic to another.
+# The example of docs/tubemq.md (once in the README) copies one topic to another.
 README_IN_TOPIC = "pyspark_readme_in"
 README_OUT_TOPIC = "pyspark_readme_out"
 # Streams read while a writer publishes: exactly once across restarts, across a broker

@@ -522,12 +522,14 @@ def test_sni_proxy_refusals(url: str, given: dict[str, str], expected: str) -> N
     assert refused(**{"service.url": url}, **client(**given)) == expected
 
 
-# --- the README lists exactly what is accepted ---------------------------------------------------
+# --- the reference page lists exactly what is accepted -------------------------------------------
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 
 
 def readme_names(prefix: str) -> set[str]:
-    """The option names the README's "accepted without effect" list gives for ``prefix``."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    """The option names docs/reference.md's "accepted without effect" list gives for ``prefix``."""
+    text = REFERENCE.read_text(encoding="utf-8")
     start = text.index(f"- `{prefix}`")
     end = (
         text.index("\n- ", start + 1) if prefix != "pulsar.producer." else text.index("\n\n", start)
@@ -542,6 +544,6 @@ def test_readme_lists_the_names_without_effect() -> None:
 
 
 def test_readme_documents_every_client_option() -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8")
     for name in CLIENT_OPTIONS:
         assert f"| `{name}` |" in text, name

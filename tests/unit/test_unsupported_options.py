@@ -420,19 +420,21 @@ def test_tubemq_refuses_them_as_unknown(name: str) -> None:
     assert VALUE not in str(info.value)
 
 
-# --- the README's table of refused options -----------------------------------------------------
+# --- the reference page's table of refused options ---------------------------------------------
 
 
 def readme_refusals() -> dict[str, str]:
-    """Option name to accepted value, from the README's table of refused options."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    """Option name to accepted value, from docs/reference.md's table of refused options."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text(
+        encoding="utf-8"
+    )
     start = text.index("| Option | Accepted value | Why it is refused |")
     rows = re.findall(r"^\| `([\w.]+)` \| (.+?) \|", text[start:].split("\n\n")[0], re.MULTILINE)
     return dict(rows)
 
 
 def shown(entry: Unsupported) -> str:
-    """The accepted value as the README's table shows it."""
+    """The accepted value as the reference page's table shows it."""
     if not entry.accepted:
         return "\N{EN DASH}"
     return f"`{entry.accepted[0]}`" if entry.accepted[0] else "empty"
