@@ -53,7 +53,7 @@ jdk:
 # The TubeMQ tests run the official TubeMQ 2.4.0 jars from Maven Central
 # (tests/support/tubemq_maven/pom.xml), copied once into ~/.cache/pulsar-spark/tubemq-2.4.0.
 tubemq: install jdk
-	$(PY) tests/support/tubemq_cluster.py
+	PYTHONPATH=tests $(PY) -m support.tubemq_cluster
 
 # The integration tests' runs against Apache Pulsar alone.
 test-apache: install jdk

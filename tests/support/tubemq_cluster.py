@@ -18,15 +18,12 @@ topics once per session, all in one go. :class:`JavaProbe` compiles and runs
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -37,6 +34,7 @@ from typing import Any
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.local.apache import cache_dir
+from support.java_build import maven_jars, run
 
 HOST = "127.0.0.1"
 POM = Path(__file__).parent / "tubemq_maven" / "pom.xml"
@@ -135,29 +133,8 @@ promClusterName=InLong
 def tubemq_jars() -> Path:
     """The folder of the cluster's and the Java client's jars, copied from Maven Central on
     the first call after ``tubemq_maven/pom.xml`` changes (the time it took goes to stderr)."""
-    lib = TUBEMQ_CACHE / "lib"
-    stamp = TUBEMQ_CACHE / "pom.sha256"
-    wanted = hashlib.sha256(POM.read_bytes()).hexdigest()
-    TUBEMQ_CACHE.mkdir(parents=True, exist_ok=True)
-    with (TUBEMQ_CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == wanted and lib.is_dir():
-            return lib
-        if shutil.which("mvn") is None:
-            raise RuntimeError("the TubeMQ tests need Maven (mvn): `make tubemq` installs it")
-        partial = TUBEMQ_CACHE / "lib.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        started = time.monotonic()
-        command = ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies"]
-        command += ["dependency:copy", "-DincludeScope=runtime", f"-DoutputDirectory={partial}"]
-        _run(command, timeout=900)
-        shutil.rmtree(lib, ignore_errors=True)
-        partial.rename(lib)
-        stamp.write_text(wanted)
-        jars = len(list(lib.glob("*.jar")))
-        took = time.monotonic() - started
-        print(f"TubeMQ: {jars} jars from Maven Central in {took:.1f} s, in {lib}", file=sys.stderr)
-        return lib
+    goals = ["dependency:copy-dependencies", "dependency:copy", "-DincludeScope=runtime"]
+    return maven_jars(POM, TUBEMQ_CACHE, goals, what="TubeMQ (`make tubemq` installs Maven)")
 
 
 def free_ports(count: int) -> list[int]:
@@ -404,18 +381,7 @@ class JavaProbe:
     def run(self, *args: str, timeout: float = 150) -> list[str]:
         """Run the probe; its output lines (raises when it exits non-zero)."""
         command = ["java", "-Xmx1g", self._logging, "-cp", self._classpath, "TubeMQProbe", *args]
-        return _run(command, timeout=timeout).splitlines()
-
-
-def _run(command: list[str], *, timeout: float) -> str:
-    """Run ``command``; its standard output, or RuntimeError with both outputs' ends."""
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(command[-6:])} failed ({result.returncode}):\n"
-            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        )
-    return result.stdout
+        return run(command, timeout=timeout).splitlines()
 
 
 if __name__ == "__main__":
