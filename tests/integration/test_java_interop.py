@@ -332,3 +332,39 @@ def test_java_auto_consume_reads_our_writes(
     ).option("topic", topic).option("valueSchema", "string").save()
     seen = java.consume(topic, {"type": "AUTO_CONSUME"}, len(rows))
     assert [m["value"] for m in seen] == [v["name"] for v in VALUES]
+
+
+# --- chunked messages --------------------------------------------------------------------------
+
+
+def test_chunked_messages_both_ways(
+    spark: SparkSession, apache_broker: ApacheBroker, java: JavaPeer
+) -> None:
+    """Java's chunks (``enableChunking``, 100 KB chunks) read whole by the connector, and the
+    connector's chunks (a value over the broker's 5 MB entry limit) read whole by Java."""
+    topic = new_topic("chunks-java")
+    values = [bytes([i]) * 350_000 + bytes(range(256)) * i for i in range(1, 4)]
+    java.produce(
+        topic,
+        {"type": "BYTES"},
+        [{"value": v.hex(), "key": f"c{i}"} for i, v in enumerate(values)],
+        chunking=True,
+        chunkMaxMessageSize=100_000,
+    )
+    rows = read(spark, apache_broker, topic)
+    assert [(row["key"], row["value"]) for row in rows] == [
+        (f"c{i}".encode(), v) for i, v in enumerate(values)
+    ]
+
+    topic = new_topic("chunks-ours")
+    big = [bytes([7, i]) * 3_000_000 for i in range(2)]  # 6 MB each
+    df = spark.createDataFrame(
+        [(f"b{i}", v) for i, v in enumerate(big)], "key string, value binary"
+    )
+    df.coalesce(1).write.mode("append").format("pulsar").option(
+        "service.url", apache_broker.service_url
+    ).option("topic", topic).save()
+    seen = java.consume(topic, {"type": "BYTES"}, 2)
+    assert [(m["key"], bytes.fromhex(m["value"])) for m in seen] == [
+        (f"b{i}", v) for i, v in enumerate(big)
+    ]

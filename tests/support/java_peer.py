@@ -23,7 +23,7 @@ from support.java_build import compiled, maven_jars
 
 HERE = Path(__file__).parent / "java_peer"
 TIMEOUT = 120.0
-JVM = ("java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+JVM = ("java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
 
 Schema = Mapping[str, Any]
 
