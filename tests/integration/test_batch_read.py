@@ -666,8 +666,8 @@ BAD_OPTIONS: list[tuple[dict[str, str | None], str]] = [
     ({"maxMessagesPerTrigger": "-1"}, "option 'maxMessagesPerTrigger' must be a positive"),
     (
         {"pulsar.reader.cryptoKeyReader": "com.example.Keys"},
-        "option 'pulsar.reader.cryptoKeyReader' is not supported yet: pulsar-spark does not "
-        "decrypt messages; the value of an encrypted message would not be its plain text",
+        "option 'pulsar.reader.cryptoKeyReader' is not supported yet: a Java class cannot be "
+        "loaded here; give each key's private key file in 'pulsar.reader.privateKeyFiles'",
     ),
     (
         {"PULSAR.CLIENT.TLSTRUSTSTOREPATH": "/etc/pulsar/truststore.jks"},

@@ -152,10 +152,10 @@ OPTION_ERRORS: list[tuple[str, dict[str, str | None], str]] = [
         "unknown option 'startingoffsets' for writing",
     ),
     (
-        "encryption asked for",
+        "encryption asked for without a public key",
         {"pulsar.producer.encryptionKeys": "orders-key"},
-        "option 'pulsar.producer.encryptionKeys' is not supported yet: pulsar-spark does not "
-        "encrypt messages; they would be sent in plain text",
+        "option 'pulsar.producer.publicKeyFiles' gives no public key file for key(s) "
+        "'orders-key' named in 'pulsar.producer.encryptionKeys'",
     ),
     (
         "TLS versions restricted",
