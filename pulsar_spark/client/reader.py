@@ -341,26 +341,14 @@ class RangeReader:
         row left encrypted."""
         for raw in entries:
             metadata = raw.section.metadata
-            if not metadata.encryption_keys or raw.entry > end or is_chunk(metadata):
+            if not is_encrypted(metadata) or raw.entry > end or is_chunk(metadata):
                 yield raw
                 continue
-            opened, left = self._opened(raw)
-            if opened is not None:
+            opened = self._decrypt(raw)
+            if isinstance(opened, bytes):
+                yield _decrypted(raw, opened)
+            elif opened is not None:
                 yield opened
-            elif left is not None:
-                yield left
-
-    def _opened(self, raw: RawEntry) -> tuple[RawEntry | None, MessageColumns | None]:
-        """An encrypted entry (not a chunk) with its payload decrypted and its metadata without
-        keys, so that it takes the plain paths; else (None, its row left encrypted or None when
-        discarded)."""
-        opened = self._decrypt(raw)
-        if opened is None or isinstance(opened, MessageColumns):
-            return None, opened
-        metadata = pb.MessageMetadata()
-        metadata.CopyFrom(raw.section.metadata)
-        metadata.ClearField("encryption_keys")
-        return raw._replace(section=raw.section._replace(metadata=metadata, payload=opened)), None
 
     def _decrypt(self, raw: RawEntry) -> bytes | MessageColumns | None:
         """An encrypted entry's payload decrypted (still compressed); when it cannot be, as
@@ -395,6 +383,15 @@ def _decryptor(private_keys: tuple[tuple[str, bytes], ...]) -> Decryptor:
             _DECRYPTORS.clear()
         found = _DECRYPTORS[private_keys] = Decryptor(dict(private_keys))
     return found
+
+
+def _decrypted(raw: RawEntry, payload: bytes) -> RawEntry:
+    """An encrypted entry (not a chunk) with its payload decrypted and its metadata without
+    keys, so that it takes the plain paths."""
+    metadata = pb.MessageMetadata()
+    metadata.CopyFrom(raw.section.metadata)
+    metadata.ClearField("encryption_keys")
+    return raw._replace(section=raw.section._replace(metadata=metadata, payload=payload))
 
 
 def _left_encrypted(raw: RawEntry) -> MessageColumns:
