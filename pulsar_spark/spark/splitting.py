@@ -27,8 +27,6 @@ from pulsar_spark.spark.task_shares import even_cuts, task_shares
 
 def split_reads(reads: Sequence[PartitionRead], min_partitions: int | None) -> list[PartitionRead]:
     """``reads`` cut into at least ``min_partitions`` pieces where the entries allow."""
-    if min_partitions is None or len(reads) >= min_partitions:
-        return list(reads)
     shares = task_shares([_entries(read) for read in reads], min_partitions)
     pieces: list[PartitionRead] = []
     for read, share in zip(reads, shares, strict=True):
