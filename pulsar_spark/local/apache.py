@@ -115,7 +115,7 @@ def ensure_distribution(version: str = PULSAR_VERSION) -> Distribution:
     if (home / "lib").is_dir():
         return Distribution(version, home, None)
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f"apache-pulsar-{version}.lock"):
+    with locked(root / f"apache-pulsar-{version}.lock"):
         if (home / "lib").is_dir():  # another process finished it meanwhile
             return Distribution(version, home, None)
         began = time.monotonic()
@@ -453,7 +453,9 @@ def _unpack(tarball: Path, into: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (made if missing) while the block runs: one process
+    at a time fills a cache entry."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

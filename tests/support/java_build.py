@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pulsar_spark.local.apache import _locked, cache_dir
+from pulsar_spark.local.apache import cache_dir, locked
 
 
 def maven_jars(pom: Path, into: Path, goals: Sequence[str], *, what: str) -> Path:
@@ -33,7 +33,7 @@ def maven_jars(pom: Path, into: Path, goals: Sequence[str], *, what: str) -> Pat
     stamp = into / "pom.sha256"
     wanted = hashlib.sha256(pom.read_bytes() + "\0".join(goals).encode()).hexdigest()
     into.mkdir(parents=True, exist_ok=True)
-    with _locked(into / ".lock"):
+    with locked(into / ".lock"):
         if stamp.exists() and stamp.read_text() == wanted and lib.is_dir():
             return lib
         if shutil.which("mvn") is None:
@@ -65,7 +65,7 @@ def compiled(sources: Sequence[Path], classpath: str, *, what: str) -> Path:
     root = cache_dir() / "java-classes"
     classes = root / digest.hexdigest()[:16]
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock"):
+    with locked(root / ".lock"):
         if (classes / ".done").exists():
             return classes
         if shutil.which("javac") is None:
