@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SOURCES := pyproject.toml setup.py README.md LICENSE \
     $(shell find pulsar_spark -path '*/__pycache__' -prune -o -type f -print)
 
-.PHONY: test test-apache apache demo install lint typecheck proto bench clean tubemq jdk docs
+.PHONY: test test-apache apache demo install lint typecheck proto bench bench-peers clean tubemq jdk docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -99,8 +99,15 @@ proto: install $(PROTO_VENV)/.grpcio-tools-$(PROTO_TOOLS_VERSION)
 	    --mypy_out=pulsar_spark/protocol/tubemq/_generated \
 	    proto/tubemq_rpc.proto proto/tubemq_master.proto proto/tubemq_broker.proto
 
-bench: install
+bench: install jdk
 	$(PY) benchmarks/run_all.py
+
+# Ours against StreamNative's Pulsar connector and Spark's Kafka source (benchmarks/bench_peers.py):
+# PySpark 3.1.3 comes from PyPI into a virtualenv of its own, the connectors' jars and Kafka's
+# from Maven Central, all into ~/.cache/pulsar-spark/peers the first time. PEERS_ARGS="--quick"
+# runs the plain case only.
+bench-peers: install jdk
+	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_peers.py $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PROTO_VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -58,6 +58,7 @@ DEFAULT_PARTITIONS = 4
 
 BROKERS = ("pulsar-lite", "apache")
 APACHE_MAIN = "org.apache.pulsar.PulsarStandaloneStarter"  # how Apache's JVM is told apart
+KAFKA_MAIN = "kafka.Kafka"  # and Kafka's
 
 Broker = LocalBroker | ApacheBroker
 
@@ -524,8 +525,9 @@ class WorkerMemory:
     measured action; ``peak`` holds the result afterwards.
     """
 
-    def __init__(self, interval: float = 0.2) -> None:
+    def __init__(self, interval: float = 0.2, *, root: int | None = None) -> None:
         self.interval = interval
+        self.root = root  # only the workers under this process (default: this one)
         self.peak = MemoryPeak()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="worker-rss", daemon=True)
@@ -564,10 +566,10 @@ class WorkerMemory:
     def _workers(self) -> Iterator[tuple[int, int, bool]]:
         """(pid, resident KiB, is an executor worker) of this process's Python workers.
 
-        Only descendants of this process count (this process starts the JVM, which starts
-        the workers): other Spark applications on the same machine are left out.
+        Only descendants of ``root`` (default: this process, which starts the JVM, which
+        starts the workers) count: other Spark applications on the same machine are left out.
         """
-        for pid in _descendants():
+        for pid in _descendants(self.root):
             try:
                 args = _command_line(pid)
                 cmdline = " ".join(args)
@@ -581,9 +583,10 @@ class WorkerMemory:
             yield pid, resident_pages * self._page_kb, is_executor
 
 
-def _descendants() -> Iterator[int]:
-    """The process ids of this process's descendants, read from ``/proc``."""
-    me = os.getpid()
+def _descendants(root: int | None = None) -> Iterator[int]:
+    """The process ids of the descendants of ``root`` (default: this process), read from
+    ``/proc``."""
+    me = os.getpid() if root is None else root
     parents: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -668,7 +671,8 @@ class CpuUse:
                 fields = _stat_fields(pid)
             except (OSError, IndexError):
                 continue
-            is_broker = "pulsar" in program or APACHE_MAIN in args  # pulsar-lite, Apache's JVM
+            # pulsar-lite, Apache's JVM, Kafka's (bench_peers)
+            is_broker = "pulsar" in program or APACHE_MAIN in args or KAFKA_MAIN in args
             role = "broker" if is_broker else "jvm" if program == "java" else "python"
             used[role] = used.get(role, 0) + sum(int(f) for f in fields[11:15])
         return used

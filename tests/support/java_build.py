@@ -22,9 +22,12 @@ from pathlib import Path
 from pulsar_spark.local.apache import cache_dir, locked
 
 
-def maven_jars(pom: Path, into: Path, goals: Sequence[str], *, what: str) -> Path:
+def maven_jars(
+    pom: Path, into: Path, goals: Sequence[str], *, what: str, progress: bool = False
+) -> Path:
     """``into/lib`` holding the jars ``mvn -f pom goals... -DoutputDirectory=...`` copies,
-    fetched the first time ``pom`` or ``goals`` are seen (the time it took goes to stderr).
+    fetched the first time ``pom`` or ``goals`` are seen (the time it took goes to stderr;
+    with ``progress``, Maven's own output too, each download as it happens).
 
     Raises:
         RuntimeError: ``mvn`` is missing or failed (the message ends with its output).
@@ -41,8 +44,11 @@ def maven_jars(pom: Path, into: Path, goals: Sequence[str], *, what: str) -> Pat
         partial = into / "lib.partial"
         shutil.rmtree(partial, ignore_errors=True)
         started = time.monotonic()
-        command = ["mvn", "-B", "-q", "-f", str(pom), *goals, f"-DoutputDirectory={partial}"]
-        run(command, timeout=900)
+        quiet = [] if progress else ["-q"]
+        command = ["mvn", "-B", *quiet, "-f", str(pom), *goals, f"-DoutputDirectory={partial}"]
+        if progress:
+            print(f"{what}: fetching jars from Maven Central ...", file=sys.stderr, flush=True)
+        run(command, timeout=900, echo=progress)
         shutil.rmtree(lib, ignore_errors=True)
         partial.rename(lib)
         stamp.write_text(wanted)
@@ -80,8 +86,19 @@ def compiled(sources: Sequence[Path], classpath: str, *, what: str) -> Path:
         return classes
 
 
-def run(command: list[str], *, timeout: float) -> str:
-    """Run ``command``; its standard output, or RuntimeError with both outputs' ends."""
+def run(command: list[str], *, timeout: float, echo: bool = False) -> str:
+    """Run ``command``; its standard output, or RuntimeError with both outputs' ends (with
+    ``echo``, both go to stderr as they come instead, and the error says where to look)."""
+    if echo:
+        try:
+            echoed = subprocess.run(command, check=False, stdout=sys.stderr, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{' '.join(command[-6:])} took over {timeout:g} s") from None
+        if echoed.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(command[-6:])} failed ({echoed.returncode}): see its output above"
+            )
+        return ""
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if result.returncode != 0:
         raise RuntimeError(
