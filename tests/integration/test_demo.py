@@ -3,7 +3,8 @@
 The demo starts its own pulsar-lite broker and Spark, so it runs as a separate process. Every
 number it prints about the data is checked against counts computed here from the way the demo
 generates its events: the page and action table, the busiest users, and the events per
-partition, which follow Java's key routing.
+partition, which follow Java's key routing (predicted with the connector's ``partition_for_key``,
+which ``test_java_interop`` holds to the partitions Apache Pulsar's Java producer picks).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from java_routing import java_partition
+
+from pulsar_spark.protocol.routing import partition_for_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -90,7 +92,7 @@ def test_demo(tmp_path: Path) -> None:
     assert top == [("0", 2), ("1", 2), ("10", 2)]
 
     [line] = re.findall(r"^    events per partition: (\{.*\})$", out, re.MULTILINE)
-    per_partition = Counter(java_partition(str(i % USERS), PARTITIONS) for i in range(EVENTS))
+    per_partition = Counter(partition_for_key(str(i % USERS), PARTITIONS) for i in range(EVENTS))
     assert ast.literal_eval(line) == dict(sorted(per_partition.items()))
     assert sum(per_partition.values()) == EVENTS
 

@@ -4,7 +4,9 @@ The notebook is executed with nbclient on a kernel that runs this interpreter (a
 written to a temporary ``JUPYTER_PATH``, so a user-level ``python3`` kernel pointing elsewhere
 cannot interfere). The notebook starts its own pulsar-lite broker and Spark session. Its printed
 results are checked against counts computed here from the way it generates its events, both in
-the fresh run and in the outputs saved in the repository.
+the fresh run and in the outputs saved in the repository; its events per partition follow Java's
+key routing (predicted with the connector's ``partition_for_key``, which ``test_java_interop``
+holds to the partitions Apache Pulsar's Java producer picks).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 
 import nbformat
 import pytest
-from java_routing import java_partition
 from nbclient import NotebookClient
+
+from pulsar_spark.protocol.routing import partition_for_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -37,7 +40,7 @@ ACTION_OF = ["view"] * 5 + ["click"] * 3 + ["scroll"] * 2 + ["purchase"]
 
 def expected_lines() -> list[str]:
     """Lines the notebook prints, computed from its event generator."""
-    per_partition = Counter(java_partition(str(i % USERS), 4) for i in range(EVENTS))
+    per_partition = Counter(partition_for_key(str(i % USERS), 4) for i in range(EVENTS))
     per_action = Counter(ACTION_OF[i * 13 % 11] for i in range(EVENTS))
     return [
         "broker running: True; partitioned topics: {'persistent://public/default/clicks': 4}",

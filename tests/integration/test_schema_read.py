@@ -5,6 +5,9 @@ schemas, so its runs go through :func:`apache_proxy`, which keeps the schemas pr
 register, numbers their versions, stamps the version on PRODUCER_SUCCESS (the producer then puts
 it on each message) and answers GET_SCHEMA as an Apache broker does. The official client
 (``pulsar-client``) produces with its own ``AvroSchema``, ``JsonSchema`` and ``StringSchema``.
+
+Schemas only Java's client produces (its date and time schemas, KeyValue) are read from Java's
+own messages in ``test_java_interop.py``, on the Apache broker.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ from support.schemas import (
     Half,
     SchemaRegistry,
     avro_bytes,
-    key_value_layout,
     key_value_schema,
 )
 from support.topics import full
@@ -425,72 +427,6 @@ def test_pulsar_lite_is_not_asked_for_schemas(
     assert lite_answers.schema_requests == 0
 
 
-DATES_AND_TIMES: list[tuple[str, str, list[tuple[str, Any]]]] = [
-    (
-        "Date",
-        "date",
-        [("0000019ca9613183", dt.date(2026, 3, 1)), ("ffffffffffffffff", dt.date(1969, 12, 31))],
-    ),
-    (
-        "Time",
-        "time(6)",
-        [
-            ("0000019ca9613183", dt.time(12, 30, 45, 123000)),
-            ("ffffffffffffffff", dt.time(23, 59, 59, 999000)),
-        ],
-    ),
-    (
-        "Timestamp",
-        "timestamp",
-        [
-            ("0000019ca9613183", AT),
-            ("ffffffffffffffff", dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)),
-        ],
-    ),
-    (
-        "Instant",
-        "timestamp",
-        [("0000000069a43175075bcd15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=dt.UTC))],
-    ),
-    (
-        "LocalDate",
-        "date",
-        [("0000000000005021", dt.date(2026, 3, 1)), ("fffffffffff506c6", dt.date(1, 1, 1))],
-    ),
-    ("LocalTime", "time(6)", [("000029327b04bf79", dt.time(12, 34, 56, 789012))]),
-    (
-        "LocalDateTime",
-        "timestamp_ntz",
-        [("0000000000005021000028f7e2951f15", dt.datetime(2026, 3, 1, 12, 30, 45, 123456))],
-    ),
-]
-"""Each date and time schema with payloads as Java's schema classes write them (see the unit
-tests for the layouts) and the Spark value each reads as."""
-
-
-def test_date_and_time_schemas_read_typed(
-    spark: SparkSession, registry: SchemaRegistry, topic: str
-) -> None:
-    """The official Python client has none of these schemas, so each topic's schema is
-    registered as a Java producer would register it, and the payloads are produced as bytes."""
-    client = registry.client
-    for kind, ddl, cases in DATES_AND_TIMES:
-        name = f"{topic}-{kind.lower()}"
-        registry.register(
-            name, pb.Schema(name=kind, type=pb.Schema.Type.Value(kind), schema_data=b"")
-        )
-        producer = client.create_producer(name, batching_enabled=False)
-        for raw, _ in cases:
-            producer.send(bytes.fromhex(raw))
-        producer.send(None)  # a null value
-        producer.close()
-        assert _load(spark, registry.url, name).schema["value"].dataType.simpleString() == ddl
-        values = [row["value"] for row in _read(spark, registry.url, name)]
-        if ddl == "timestamp":
-            values = [None if v is None else _utc(spark_time(spark, v)) for v in values]
-        assert values == [*(value for _, value in cases), None], kind
-
-
 KEY_RECORD: dict[str, Any] = {
     "type": "record",
     "name": "Key",
@@ -505,48 +441,17 @@ def _readings(spark: SparkSession, values: list[Any]) -> list[Any]:
     return [None if v is None else dict(v, at=_utc(spark_time(spark, v["at"]))) for v in values]
 
 
-def test_key_value_inline_from_the_official_client(
-    spark: SparkSession, registry: SchemaRegistry, topic: str
-) -> None:
-    """The official Python client cannot produce with a KeyValue schema (it has no
-    KeyValueSchema, and its C++ core refuses a KEY_VALUE schema without the
-    ``kv.encoding.type`` property, which Python cannot set): the topic's schema is registered
-    as Java's ``Schema.KeyValue(Schema.AVRO(Key), Schema.AVRO(Reading), INLINE)`` registers
-    it, and the official producer sends INLINE payloads as bytes."""
-    client = registry.client
-    schema = key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "INLINE")
-    registry.register(topic, schema)
-    values = [READINGS[0], READINGS[1], READINGS[0], None]
-    producer = client.create_producer(topic, batching_enabled=False)
-    for key, value in zip(KEYS, values, strict=True):
-        producer.send(
-            key_value_layout(
-                None if key is None else avro_bytes(key, KEY_RECORD),
-                None if value is None else avro_bytes(value, READING),
-            )
-        )
-    producer.close()
-
-    df = spark.read.format("pulsar").option("service.url", registry.url).option("topic", topic)
-    loaded = df.load().schema
-    assert loaded["key"].dataType.simpleString() == "struct<id:bigint,region:string>"
-    assert loaded["value"].dataType.simpleString().startswith("struct<name:string,count:bigint,")
-    rows = _read(spark, registry.url, topic)
-    assert [row["key"] for row in rows] == KEYS
-    assert _readings(spark, [row["value"] for row in rows]) == values
-
-    raw = _read(spark, registry.url, topic, valueFormat="raw")
-    assert [row["key"] for row in raw] == [None] * 4
-    assert raw[2]["value"] == key_value_layout(None, avro_bytes(READINGS[0], READING))
-    assert raw[3]["value"] == key_value_layout(avro_bytes(KEYS[3], KEY_RECORD), None)
-
-
 def test_key_value_separated_keys_are_message_keys(
     spark: SparkSession, registry: SchemaRegistry, topic: str
 ) -> None:
     """SEPARATED: Java producers send the encoded key as a base64 message key (with
     ``partition_key_b64_encoded``), as the connector's writer sends a binary ``key``; a Python
-    producer sends a String key as plain text. Both read as the key schema's type."""
+    producer sends a String key as plain text. Both read as the key schema's type.
+
+    Java's own SEPARATED (and INLINE) messages are read in ``test_java_interop.py``; this test
+    stays for what has no Java producer in it and runs on pulsar-lite too: the connector's
+    writer into a SEPARATED topic, the refusal of an INLINE and a SEPARATED topic together, and
+    the official Python client's plain-text String keys."""
     client = registry.client
     registry.register(
         topic, key_value_schema(Half.avro(KEY_RECORD), Half.avro(READING), "SEPARATED")

@@ -1,20 +1,19 @@
 """``df.write.format("pulsar")`` to partitioned topics and to topics named per row.
 
-Partition routing is checked against an implementation of Java's ``String.hashCode`` written
-in ``tests/java_routing.py``, independently of the connector's; the ``topic`` column routes
-rows to topics however they are spelled, and the ``topic`` option overrides it.
+Which partition a keyed row lands on is checked against Apache Pulsar's own Java producer in
+``test_java_interop.py`` (``test_keyed_routing_matches_java``); here the connector's
+``partition_for_key``, held to Java's partitions there, says where to read a key's rows. The
+``topic`` column routes rows to topics however they are spelled, and the ``topic`` option
+overrides it.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
 from collections.abc import Callable
-from typing import Any
 
 import pulsar
 import pytest
-from java_routing import java_partition, java_string_hash
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
@@ -22,79 +21,12 @@ from support.topics import full, partition_of
 from support.written import read_partitioned, read_topic, write
 
 from pulsar_spark.local import LocalBroker
+from pulsar_spark.protocol.routing import partition_for_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-# --- Java's String.hashCode (tests/java_routing.py) ------------------------------------------
-
-
-def test_java_string_hash_reference_values() -> None:
-    """The test helper agrees with values Java prints for ``"...".hashCode()``."""
-    assert java_string_hash("") == 0
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
-    # U+1F600 is the surrogate pair D83D DE00: 0xD83D * 31 + 0xDE00
-    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00 == 1772899
-    assert java_partition("polygenelubricants", 4) == 0  # MIN_VALUE & 0x7FFFFFFF == 0
-
-
 # --- partition routing ------------------------------------------------------------------------
-
-
-ROUTED_STRING_KEYS: list[str] = [
-    *(f"key-{i}" for i in range(200)),
-    "",
-    "Aa",
-    "BB",  # same hash as "Aa"
-    "polygenelubricants",  # hashCode() == Integer.MIN_VALUE
-    "\u043a\u043b\u044e\u0447",
-    "\u65e5\u672c\u8a9e-\u00fc",
-    "\U0001f600",  # outside the BMP: two UTF-16 units
-    "a\U0001f600b\U0001d11ec",
-    *(f"\U0001f680-{i}-\u00e9" for i in range(20)),
-    "L" * 1000 + "\U0001f600",  # longer than any block the connector hashes at once
-    "\U0001f600" * 100,
-]
-
-
-def test_keyed_rows_land_on_the_java_partition(
-    spark: SparkSession,
-    broker: LocalBroker,
-    client: pulsar.Client,
-    pooled_partitioned_topic: Callable[[int], str],
-) -> None:
-    """Each keyed row is on partition ``(String.hashCode(key) & 0x7FFFFFFF) % 4``, a binary
-    key hashed as its base64 text. Many keys per task and few (the connector routes large and
-    small groups of keys differently), string and binary keys, one topic."""
-    topic = pooled_partitioned_topic(4)
-    few_strings = ROUTED_STRING_KEYS[200:]  # fewer than 64 keys per task
-    binary_keys = [bytes([i, 255 - i, (i * 37) % 256]) * (1 + i % 3) for i in range(150)]
-    writes: list[tuple[str, list[tuple[str, Any]]]] = [
-        ("value string, key string", [(f"s{i}", k) for i, k in enumerate(ROUTED_STRING_KEYS)]),
-        ("value string, key string", [(f"f{i}", k) for i, k in enumerate(few_strings)]),
-        ("value string, key binary", [(f"b{i}", k) for i, k in enumerate(binary_keys)]),
-        ("value string, key binary", [(f"c{i}", k) for i, k in enumerate(binary_keys[:40])]),
-    ]
-    expected: dict[bytes, tuple[str, int]] = {}
-    for schema, rows in writes:
-        write(spark.createDataFrame(rows, schema).repartition(2), broker, topic=topic)
-        for value, key in rows:
-            text = key if isinstance(key, str) else base64.b64encode(key).decode("ascii")
-            expected[value.encode()] = (text, java_partition(text, 4))
-
-    partitions = read_partitioned(client, topic, 4)
-    found = {g.value: (g.key, g.partition) for got in partitions for g in got}
-    assert sum(len(got) for got in partitions) == len(found) == len(expected)
-    assert found == expected
-    for index, got in enumerate(partitions):
-        assert {g.topic for g in got} == {partition_of(topic, index)}
-        assert got, f"no key routed to partition {index}"
-        # producers are named after the partition they write to
-        assert {g.producer_name.rsplit("-", 1)[1] for g in got} == {str(index)}
-    assert found[b"s203"] == ("polygenelubricants", 0)
-    assert found[b"s201"][1] == found[b"s202"][1]  # "Aa" and "BB" collide in Java too
 
 
 def test_unkeyed_rows_spread_over_every_partition(
@@ -212,7 +144,7 @@ def test_rows_of_a_topic_spelled_several_ways_keep_their_order(
         return [v.encode() for t, v, k, _ in rows if t == topic and k in keys]
 
     assert [g.value for g in read_topic(client, topic_name)] == sent(topic_name, ("k0", "k1"))
-    assert java_partition("k0", 2) != java_partition("k1", 2)
+    assert partition_for_key("k0", 2) != partition_for_key("k1", 2)
     for key in ("k0", "k1"):
-        on_partition = read_topic(client, partition_of(partitioned, java_partition(key, 2)))
+        on_partition = read_topic(client, partition_of(partitioned, partition_for_key(key, 2)))
         assert [g.value for g in on_partition] == sent(partitioned, (key,))

@@ -13,22 +13,36 @@
 // S names a schema: {"type": "BYTES" | "STRING" | "INT64" | ... | "DATE" | "TIME" |
 // "TIMESTAMP" | "INSTANT" | "LOCAL_DATE" | "LOCAL_TIME" | "LOCAL_DATE_TIME" | "AUTO_CONSUME"},
 // {"type": "AVRO" | "JSON", "definition": <Avro schema text>} (flat records of primitive
-// fields) or {"type": "KEY_VALUE", "key": S, "value": S, "encoding": "INLINE" | "SEPARATED"}.
+// fields), {"type": "KEY_VALUE", "key": S, "value": S, "encoding": "INLINE" | "SEPARATED"} or
+// {"type": "PROTOBUF_NATIVE", "files": <FileDescriptorSet, hex>, "root": <message name>}: the
+// descriptor set's files built with protobuf's Descriptors, the schema's data written by the
+// client's ProtobufNativeSchemaUtils, values DynamicMessages (a producer of
+// Schema.AUTO_PRODUCE_BYTES over the client's GenericProtobufNativeSchema, for there is no
+// generated class to give Schema.PROTOBUF_NATIVE; consumers decode with that schema itself).
 // P sets the producer: "compression" (LZ4, ZLIB, ZSTD, SNAPPY), "batching" (bool), "batcher"
 // ("KEY_BASED"), "batchingMaxMessages", "chunking" (bool), "chunkMaxMessageSize" (bytes),
 // "routing" (RoundRobinPartition, SinglePartition), "hashing" (JavaStringHash,
 // Murmur3_32Hash). M is {"value", "key", "keyBytes" (hex), "properties", "eventTime"}.
 // Values travel as JSON: BYTES in hex, DATE, TIME and TIMESTAMP as epoch milliseconds, the
-// java.time types as their ISO text, records and KeyValues as objects.
+// java.time types as their ISO text, records and KeyValues as objects, protobuf messages as
+// protobuf's JSON mapping (JsonFormat, proto field names).
 // ID is {"ledger", "entry", "partition", "batchIndex"}; R adds to it "value", "data" (the
 // payload, hex), "key", "keyBytes" (hex, when the key is base64 on the wire), "orderingKey",
-// "properties", "eventTime", "publishTime", "schemaVersion" (hex), "topic", "producerName"
-// and, for AUTO_CONSUME, "schemaType".
+// "properties", "eventTime", "publishTime", "sequenceId", "replicatedFrom" (null unless
+// isReplicated()), "schemaVersion" (hex), "topic", "producerName" and, for AUTO_CONSUME,
+// "schemaType".
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.protobuf.DescriptorProtos.FileDescriptorProto;
+import com.google.protobuf.DescriptorProtos.FileDescriptorSet;
+import com.google.protobuf.Descriptors.Descriptor;
+import com.google.protobuf.Descriptors.FileDescriptor;
+import com.google.protobuf.DynamicMessage;
+import com.google.protobuf.MessageOrBuilder;
+import com.google.protobuf.util.JsonFormat;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -38,6 +52,7 @@ import java.time.LocalDate;
 import java.time.LocalDateTime;
 import java.time.LocalTime;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.List;
@@ -64,6 +79,8 @@ import org.apache.pulsar.client.api.schema.GenericRecord;
 import org.apache.pulsar.client.api.schema.GenericRecordBuilder;
 import org.apache.pulsar.client.api.schema.GenericSchema;
 import org.apache.pulsar.client.api.schema.KeyValueSchema;
+import org.apache.pulsar.client.impl.schema.ProtobufNativeSchemaUtils;
+import org.apache.pulsar.client.impl.schema.generic.GenericProtobufNativeSchema;
 import org.apache.pulsar.common.schema.KeyValue;
 import org.apache.pulsar.common.schema.KeyValueEncodingType;
 import org.apache.pulsar.common.schema.SchemaInfo;
@@ -101,7 +118,7 @@ public final class JavaPeer {
     // ------------------------------------------------------------------ schemas
 
     @SuppressWarnings({"unchecked", "rawtypes"})
-    private static Schema<Object> schema(JsonNode spec) {
+    private static Schema<Object> schema(JsonNode spec) throws Exception {
         String type = spec.get("type").asText();
         Schema schema = switch (type) {
             case "BYTES" -> Schema.BYTES;
@@ -131,13 +148,48 @@ public final class JavaPeer {
                     schema(spec.get("key")),
                     schema(spec.get("value")),
                     KeyValueEncodingType.valueOf(spec.get("encoding").asText()));
+            case "PROTOBUF_NATIVE" -> Schema.AUTO_PRODUCE_BYTES(protobufNative(spec));
             default -> throw new IllegalArgumentException("unknown schema " + type);
         };
         return (Schema<Object>) schema;
     }
 
+    /** The client's schema of DynamicMessages for {@code spec}, what consumers decode with. */
+    private static Schema<?> protobufNative(JsonNode spec) throws Exception {
+        return GenericProtobufNativeSchema.of(SchemaInfo.builder()
+                .name("")
+                .type(SchemaType.PROTOBUF_NATIVE)
+                .schema(ProtobufNativeSchemaUtils.serialize(descriptor(spec)))
+                .properties(Map.of())
+                .build());
+    }
+
+    /** The message {@code spec.root} of the files of {@code spec.files}, built in order. */
+    private static Descriptor descriptor(JsonNode spec) throws Exception {
+        FileDescriptorSet files =
+                FileDescriptorSet.parseFrom(HEX.parseHex(spec.get("files").asText()));
+        Map<String, FileDescriptor> built = new HashMap<>();
+        FileDescriptor last = null;
+        for (FileDescriptorProto file : files.getFileList()) {
+            FileDescriptor[] imports = file.getDependencyList().stream()
+                    .map(built::get).toArray(FileDescriptor[]::new);
+            last = FileDescriptor.buildFrom(file, imports);
+            built.put(file.getName(), last);
+        }
+        String root = spec.get("root").asText();
+        for (FileDescriptor file : built.values()) {
+            Descriptor found = file.findMessageTypeByName(
+                    root.substring(root.lastIndexOf('.') + 1));
+            if (found != null && found.getFullName().equals(root)) {
+                return found;
+            }
+        }
+        throw new IllegalArgumentException("no message " + root);
+    }
+
     /** A JSON value as the Java object ``spec``'s schema encodes. */
-    private static Object toJava(JsonNode spec, Schema<?> schema, JsonNode value) {
+    private static Object toJava(JsonNode spec, Schema<?> schema, JsonNode value)
+            throws Exception {
         if (value == null || value.isNull()) {
             return null;
         }
@@ -169,12 +221,17 @@ public final class JavaPeer {
                 yield builder.build();
             }
             case "KEY_VALUE" -> keyValue(spec, schema, value);
+            case "PROTOBUF_NATIVE" -> {
+                DynamicMessage.Builder message = DynamicMessage.newBuilder(descriptor(spec));
+                JsonFormat.parser().merge(JSON.writeValueAsString(value), message);
+                yield message.build().toByteArray();
+            }
             default -> throw new IllegalArgumentException("cannot produce " + type);
         };
     }
 
     private static KeyValue<Object, Object> keyValue(
-            JsonNode spec, Schema<?> schema, JsonNode value) {
+            JsonNode spec, Schema<?> schema, JsonNode value) throws Exception {
         KeyValueSchema<?, ?> kvSchema = (KeyValueSchema<?, ?>) schema;
         return new KeyValue<>(
                 toJava(spec.get("key"), kvSchema.getKeySchema(), value.get("key")),
@@ -195,7 +252,7 @@ public final class JavaPeer {
     }
 
     /** A value a consumer returned, as JSON. */
-    private static JsonNode toJson(Object value) {
+    private static JsonNode toJson(Object value) throws Exception {
         if (value == null) {
             return JSON.nullNode();
         } else if (value instanceof byte[] bytes) {
@@ -221,6 +278,8 @@ public final class JavaPeer {
                 node.set(field.getName(), toJson(record.getField(field)));
             }
             return node;
+        } else if (value instanceof MessageOrBuilder message) {
+            return JSON.readTree(JsonFormat.printer().preservingProtoFieldNames().print(message));
         } else if (value instanceof CharSequence text) {
             return JSON.getNodeFactory().textNode(text.toString());
         }
@@ -297,7 +356,10 @@ public final class JavaPeer {
         JsonNode spec = request.get("schema");
         int count = request.get("count").asInt();
         ArrayNode messages = JSON.createArrayNode();
-        try (Consumer<Object> consumer = client.newConsumer(schema(spec))
+        @SuppressWarnings("unchecked")
+        Schema<Object> schema = spec.get("type").asText().equals("PROTOBUF_NATIVE")
+                ? (Schema<Object>) protobufNative(spec) : schema(spec);
+        try (Consumer<Object> consumer = client.newConsumer(schema)
                 .topic(request.get("topic").asText())
                 .subscriptionName("java-peer-" + UUID.randomUUID())
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
@@ -316,7 +378,7 @@ public final class JavaPeer {
         return answer;
     }
 
-    private static ObjectNode describe(Message<Object> message) {
+    private static ObjectNode describe(Message<Object> message) throws Exception {
         ObjectNode node = messageId(message.getMessageId());
         node.set("value", toJson(message.getValue()));
         Object value = message.getValue();
@@ -335,6 +397,9 @@ public final class JavaPeer {
         message.getProperties().forEach(properties::put);
         node.put("eventTime", message.getEventTime());
         node.put("publishTime", message.getPublishTime());
+        node.put("sequenceId", message.getSequenceId());
+        node.put("replicatedFrom",
+                message.isReplicated() ? message.getReplicatedFrom() : null);
         byte[] version = message.getSchemaVersion();
         node.put("schemaVersion", version == null ? null : HEX.formatHex(version));
         node.put("topic", message.getTopicName());
