@@ -20,6 +20,9 @@ B0. The same with a callback that does nothing and runs no Python: a builtin (``
    check every message arrived), but the client's I/O thread no longer takes the GIL to run
    Python once per message, which the checking callback of B does. This is B at its fastest.
 
+AT. A with ``transactional=true``: each task publishes in a transaction the driver commits
+   (Apache Pulsar only, ``--broker apache --sides A,AT``); reported as AT/A.
+
 A/B is reported against the faster of B and B0.
 
 Each side runs in its own SparkSession (stopped in between, the input built again the same
@@ -61,6 +64,7 @@ SIDES = {
     "A": "A pulsar sink",
     "B": "B official producer, foreachPartition",
     "B0": "B0 the same, no-op builtin callback",
+    "AT": "AT pulsar sink, transactional=true",
 }
 # A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
 NO_OP_CALLBACK = slice
@@ -84,10 +88,11 @@ def input_frame(spark: Any, args: argparse.Namespace) -> Any:
     return df
 
 
-def write_a(df: Any, service_url: str, topic: str) -> None:
-    df.write.format("pulsar").option("service.url", service_url).option("topic", topic).mode(
-        "append"
-    ).save()
+def write_a(df: Any, service_url: str, topic: str, **options: str) -> None:
+    writer = df.write.format("pulsar").option("service.url", service_url).option("topic", topic)
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    writer.mode("append").save()
 
 
 def write_b(df: Any, service_url: str, topic: str, *, check: bool) -> None:
@@ -165,6 +170,7 @@ def run_side(
         "A": write_a,
         "B": lambda df, url, topic: write_b(df, url, topic, check=True),
         "B0": lambda df, url, topic: write_b(df, url, topic, check=False),
+        "AT": lambda df, url, topic: write_a(df, url, topic, transactional="true"),
     }
     write_to = writers[side]
     spark = spark_session(f"bench_write_{side}")
@@ -195,7 +201,7 @@ def main() -> None:
         "--input-partitions", type=int, default=4, help="partitions of the input DataFrame"
     )
     parser.add_argument(
-        "--sides", default="A,B,B0", help="which of A, B and B0 to run, in this order"
+        "--sides", default="A,B,B0", help="which of A, B, B0 and AT to run, in this order"
     )
     add_broker_argument(parser)
     args = parser.parse_args()
@@ -220,6 +226,8 @@ def main() -> None:
     bs = [r for r in (median_measured(runs.get(s, [])) for s in ("B", "B0")) if r is not None]
     b = max(bs, key=lambda r: r["msg_per_s"], default=None)
     ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
+    at = median_measured(runs.get("AT", []))
+    ratio_at = round(at["msg_per_s"] / a["msg_per_s"], 2) if a and at else None
     every_run = [r for side in sides for r in runs[side]]
     rows = [
         [
@@ -236,6 +244,8 @@ def main() -> None:
     counts_ok = all(count == args.messages for count in counts.values())
     against = b["side"] if b else None
     print(f"\nA/B (median measured runs, against {against}): {ratio}x   counts right: {counts_ok}")
+    if ratio_at is not None:
+        print(f"AT/A (transactional over plain, median measured runs): {ratio_at}x")
     report(
         "bench_write",
         ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB", "count"],
@@ -248,6 +258,7 @@ def main() -> None:
             "runs": every_run,
             "ratio_a_over_b": ratio,
             "ratio_against": against,
+            "ratio_at_over_a": ratio_at,
             "counts": counts,
             "counts_ok": counts_ok,
         },

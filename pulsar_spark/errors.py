@@ -133,6 +133,16 @@ class TopicLookupError(PulsarSparkError):
     """A topic could not be located (too many redirects, or an invalid answer)."""
 
 
+class TransactionsUnavailableError(PulsarSparkError):
+    """The broker has no transaction coordinator (transactions are off, or it does not
+    implement them): a transactional write cannot start."""
+
+
+class TransactionTimedOutError(PulsarSparkError):
+    """A transaction was ended by its coordinator before it was committed: it ran past its
+    timeout, and what was published in it is aborted."""
+
+
 class SeekError(PulsarSparkError):
     """A subscription did not stay where a seek moved it; starting again may succeed."""
 

@@ -65,6 +65,7 @@ One thread sends; receipts are handled on the connection's reader thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -91,6 +92,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.crypto import Encryptor
 from pulsar_spark.protocol.encode import MessageColumns, OutgoingMessage, encode_records
+from pulsar_spark.protocol.transactions import TxnId, in_transaction
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +117,12 @@ class Producer:
         initial_sequence_id: int,
         skip_stored: bool,
         schema: pb.Schema | None = None,
+        txn: TxnId | None = None,
     ) -> None:
         """Wrap a producer the broker has accepted; use :meth:`create` instead."""
         self.topic = topic
+        self._txn = txn
+        self._txnid = None if txn is None else (txn.most_bits, txn.least_bits)
         self._schema = schema
         self._lookup = lookup
         self._settings = settings
@@ -170,6 +175,7 @@ class Producer:
         initial_sequence_id: int = 0,
         skip_stored: bool = False,
         schema: pb.Schema | None = None,
+        txn: TxnId | None = None,
     ) -> Producer:
         """Look ``topic`` up, open a producer on its broker and wait until it is ready,
         retrying as a reconnect does.
@@ -179,7 +185,9 @@ class Producer:
         for broker-side deduplication; without one the broker picks a name. ``skip_stored``
         leaves out the messages the broker reports as stored (see the module docstring); it
         is for producers that number the same messages the same way each time. ``schema`` is
-        registered with the topic (None: bytes, no schema).
+        registered with the topic (None: bytes, no schema). With ``txn`` every message is
+        published in that transaction, whose coordinator must already know the topic
+        (ADD_PARTITION_TO_TXN, :mod:`~pulsar_spark.client.transactions`).
         """
         if initial_sequence_id < 0:
             raise ValueError("initial_sequence_id must be >= 0")
@@ -193,6 +201,7 @@ class Producer:
             initial_sequence_id=initial_sequence_id,
             skip_stored=skip_stored,
             schema=schema,
+            txn=txn,
         )
         opened.connection.register_producer(opened.producer_id, producer)
         return producer
@@ -393,6 +402,7 @@ class Producer:
             highest_sequence_id=sent.highest_sequence_id,
             is_chunk=sent.is_chunk,
             section=sent.section,
+            txnid=self._txnid,
         )
 
     def _write(self, sent: Sent) -> None:
@@ -404,6 +414,8 @@ class Producer:
             self._push()  # the receipts to wait for are for frames still in the outbox
         if window.pending and window.pending + messages > limit:
             self._wait_for(lambda: not window.pending or window.pending + messages <= limit, "send")
+        if self._txn is not None:
+            sent = dataclasses.replace(sent, section=in_transaction(sent.section, self._txn))
         with self._state:
             window.add(sent)
         if not self._outbox:

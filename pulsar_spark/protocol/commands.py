@@ -304,10 +304,13 @@ def send(
     highest_sequence_id: int,
     is_chunk: bool,
     section: bytes,
+    txnid: tuple[int, int] | None = None,
 ) -> bytes:
     """A SEND frame: the command plus a checksummed payload section (see
     :func:`~pulsar_spark.protocol.payload.encode_payload_section`)."""
     command = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if txnid is not None:  # (most, least significant bits): published in that transaction
+        command.txnid_most_bits, command.txnid_least_bits = txnid
     if num_messages > 1:
         command.num_messages = num_messages
     if highest_sequence_id > sequence_id:

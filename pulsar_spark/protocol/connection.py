@@ -63,6 +63,10 @@ _RESPONSE_FIELDS: dict[int, str] = {
     Type.GET_TOPICS_OF_NAMESPACE_RESPONSE: "getTopicsOfNamespaceResponse",
     Type.ACK_RESPONSE: "ackResponse",
     Type.GET_SCHEMA_RESPONSE: "getSchemaResponse",
+    Type.TC_CLIENT_CONNECT_RESPONSE: "tcClientConnectResponse",
+    Type.NEW_TXN_RESPONSE: "newTxnResponse",
+    Type.ADD_PARTITION_TO_TXN_RESPONSE: "addPartitionToTxnResponse",
+    Type.END_TXN_RESPONSE: "endTxnResponse",
 }
 
 

@@ -48,6 +48,9 @@ PRODUCER_BATCH_BYTES = "pulsar.producer.batchingMaxBytes"
 PRODUCER_BATCH_DELAY = "pulsar.producer.batchingMaxPublishDelayMicros"
 PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
 PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
+TRANSACTIONAL = "transactional"
+TRANSACTION_TIMEOUT_MS = "transactionTimeoutMs"
+ENABLE_TRANSACTION = "pulsar.client.enableTransaction"
 
 WRITE_OPTIONS = (
     SERVICE_URL,
@@ -65,6 +68,8 @@ WRITE_OPTIONS = (
     VALUE_SCHEMA + DEFINITION,
     KEY_SCHEMA,
     KEY_SCHEMA + DEFINITION,
+    TRANSACTIONAL,
+    TRANSACTION_TIMEOUT_MS,
     *CLIENT_OPTIONS,
 )
 # Java producer settings accepted for compatibility, with a warning that they change nothing.
@@ -133,6 +138,8 @@ class WriteOptions:
     key_schema: str | None = None  # a keySchema format; None: the key as it is
     definitions: tuple[tuple[str, str], ...] = ()  # (option, its Avro schema text)
     schemas: WriteSchemas | None = None  # resolved against the DataFrame's schema
+    transaction_timeout_ms: int | None = None  # None: not transactional
+    checkpoint: str | None = None  # a streaming query's checkpointLocation
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -162,6 +169,8 @@ class WriteOptions:
             if (text := opts.get(option + DEFINITION)) is not None
         )
         return cls(
+            transaction_timeout_ms=_transaction_timeout(opts),
+            checkpoint=opts.get("checkpointLocation"),
             value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
             key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
             definitions=definitions,
@@ -179,3 +188,21 @@ class WriteOptions:
                 encryption=producer_encryption(opts),
             ),
         )
+
+
+def _transaction_timeout(opts: OptionValues) -> int | None:
+    """The timeout (ms) of a transactional write's transactions; None for a plain write."""
+    timeout = opts.positive_int(TRANSACTION_TIMEOUT_MS, 60_000)
+    if not opts.boolean(TRANSACTIONAL, default=False):
+        if opts.has(TRANSACTION_TIMEOUT_MS):
+            raise ConfigurationError(
+                f"option {TRANSACTION_TIMEOUT_MS!r} applies to transactional writes only: set "
+                f"{TRANSACTIONAL!r} to true, or leave it out"
+            )
+        return None
+    if (opts.get(ENABLE_TRANSACTION) or "").strip().lower() == "false":
+        raise ConfigurationError(
+            f"options {TRANSACTIONAL!r}=true and {ENABLE_TRANSACTION!r}=false contradict each "
+            f"other: {TRANSACTIONAL!r} alone turns transactions on; leave the other out"
+        )
+    return timeout

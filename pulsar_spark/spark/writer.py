@@ -13,6 +13,10 @@ the failed attempt, and the producer sends only what follows (``skip_stored``): 
 exactly-once. Without broker deduplication a retry can duplicate what the failed attempt had
 already written.
 
+With ``transactional=true`` each task attempt publishes in a transaction of its own, which the
+driver commits once Spark commits the write (:mod:`pulsar_spark.spark.transactional`):
+readers see a task's rows only then, each once.
+
 Keyed rows go to the partition a Java producer would pick, ``(String.hashCode(key) &
 0x7FFFFFFF) % partitions``; unkeyed rows rotate over partitions one producer batch at a time,
 starting at the task's partition number (every attempt of a task starts at the same one,
@@ -51,6 +55,13 @@ from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.transactional import (
+    TaskTransaction,
+    abort_all,
+    commit_batch,
+    commit_epoch,
+    transactions_of,
+)
 from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
 from pulsar_spark.spark.write_schemas import WriteSchemas
@@ -121,9 +132,11 @@ def _check_properties(batch: pa.RecordBatch) -> None:
 
 @dataclass
 class PulsarCommitMessage(WriterCommitMessage):
-    """What one task wrote: messages per topic-partition."""
+    """What one task wrote: messages per topic-partition, and the transaction it wrote them
+    in (most and least significant bits) when the write is transactional."""
 
     counts: dict[str, int] = field(default_factory=dict)
+    transactions: tuple[tuple[int, int], ...] = ()
 
 
 class _TaskWriter:
@@ -140,6 +153,10 @@ class _TaskWriter:
         self._producers: dict[tuple[str, int], Producer] = {}
         self._open = contextlib.ExitStack()  # every producer, closed on the way out
         self.counts: dict[str, int] = {}
+        self.transaction: TaskTransaction | None = None
+        if options.transaction_timeout_ms is not None:
+            self.transaction = TaskTransaction(self.lookup, options.transaction_timeout_ms)
+            self.name_prefix += f"-{self.transaction.attempt}"
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
         """Send every row, wait for every receipt, close the producers.
@@ -149,12 +166,18 @@ class _TaskWriter:
         the first error is raised.
         """
         freeze_worker_objects()
-        with self._open:
-            for batch in batches:
-                self._write_batch(batch)
-            for producer in self._producers.values():
-                producer.flush()
-        return PulsarCommitMessage(dict(self.counts))
+        try:
+            with self._open:
+                for batch in batches:
+                    self._write_batch(batch)
+                for producer in self._producers.values():
+                    producer.flush()
+        except BaseException:
+            if self.transaction is not None:
+                self.transaction.abort_quietly()
+            raise
+        ids = () if self.transaction is None else self.transaction.release()
+        return PulsarCommitMessage(dict(self.counts), ids)
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         _check_properties(batch)
@@ -214,13 +237,15 @@ class _TaskWriter:
         producer = self._producers.get((topic, partition))
         if producer is None:
             target = TopicName.parse(topic).partition(partition) if partitions else topic
+            txn = None if self.transaction is None else self.transaction.join(target)
             producer = self._producers[(topic, partition)] = Producer.create(
                 self.lookup,
                 target,
                 self.options.producer,
                 name=f"{self.name_prefix}-{max(partition, 0)}",
-                skip_stored=True,
+                skip_stored=txn is None,
                 schema=self._schema(topic),
+                txn=txn,
             )
             self._open.push(producer)
         return producer
@@ -250,6 +275,15 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
         return _TaskWriter(self.options, self.write_id).write(iterator)
 
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit the tasks' transactions (transactional writes); nothing to do otherwise."""
+        commit_batch(self.options, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Abort the tasks' transactions (transactional writes); sent messages of a plain
+        write cannot be taken back."""
+        abort_all(self.options, transactions_of(messages))
+
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
@@ -259,10 +293,14 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
         return _TaskWriter(self.options, _streaming_write_id()).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Every message already has its receipt; nothing is left to commit."""
+        """Every message already has its receipt; a transactional write commits the
+        micro-batch's transactions, once per micro-batch."""
+        commit_epoch(self.options, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Sent messages cannot be taken back; the retried micro-batch resends them."""
+        """Sent messages cannot be taken back (the retried micro-batch resends them); a
+        transactional write aborts its transactions."""
+        abort_all(self.options, transactions_of(messages))
 
 
 def _streaming_write_id() -> str:

@@ -167,6 +167,25 @@ v20: ProtocolVersion.ValueType  # 20
 v21: ProtocolVersion.ValueType  # 21
 Global___ProtocolVersion: _TypeAlias = ProtocolVersion  # noqa: Y015
 
+class _TxnAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TxnActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TxnAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMMIT: _TxnAction.ValueType  # 0
+    ABORT: _TxnAction.ValueType  # 1
+
+class TxnAction(_TxnAction, metaclass=_TxnActionEnumTypeWrapper):
+    """---------------------------------------------------------------------------
+    Transactions: the client's side of the transaction coordinator protocol
+    ---------------------------------------------------------------------------
+    """
+
+COMMIT: TxnAction.ValueType  # 0
+ABORT: TxnAction.ValueType  # 1
+Global___TxnAction: _TypeAlias = TxnAction  # noqa: Y015
+
 @_typing.final
 class KeyValue(_message.Message):
     """---------------------------------------------------------------------------
@@ -1823,6 +1842,236 @@ class CommandTopicMigrated(_message.Message):
 Global___CommandTopicMigrated: _TypeAlias = CommandTopicMigrated  # noqa: Y015
 
 @_typing.final
+class CommandTcClientConnectRequest(_message.Message):
+    """Sent once per connection to the broker owning coordinator tc_id (the tc_id-th partition of
+    persistent://pulsar/system/transaction_coordinator_assign) before any other request for it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TC_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    tc_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        tc_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandTcClientConnectRequest: _TypeAlias = CommandTcClientConnectRequest  # noqa: Y015
+
+@_typing.final
+class CommandTcClientConnectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandTcClientConnectResponse: _TypeAlias = CommandTcClientConnectResponse  # noqa: Y015
+
+@_typing.final
+class CommandNewTxn(_message.Message):
+    """txn_ttl_seconds carries milliseconds: Apache's clients send the timeout in ms and its
+    coordinator reads it as ms, whatever the field's name says.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXN_TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    TC_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txn_ttl_seconds: _builtins.int
+    tc_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txn_ttl_seconds: _builtins.int | None = ...,
+        tc_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id", "txn_ttl_seconds", b"txn_ttl_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "tc_id", b"tc_id", "txn_ttl_seconds", b"txn_ttl_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandNewTxn: _TypeAlias = CommandNewTxn  # noqa: Y015
+
+@_typing.final
+class CommandNewTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandNewTxnResponse: _TypeAlias = CommandNewTxnResponse  # noqa: Y015
+
+@_typing.final
+class CommandAddPartitionToTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        partitions: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddPartitionToTxn: _TypeAlias = CommandAddPartitionToTxn  # noqa: Y015
+
+@_typing.final
+class CommandAddPartitionToTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandAddPartitionToTxnResponse: _TypeAlias = CommandAddPartitionToTxnResponse  # noqa: Y015
+
+@_typing.final
+class CommandEndTxn(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    TXN_ACTION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    txn_action: Global___TxnAction.ValueType
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        txn_action: Global___TxnAction.ValueType | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "txn_action", b"txn_action", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxn: _TypeAlias = CommandEndTxn  # noqa: Y015
+
+@_typing.final
+class CommandEndTxnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TXNID_LEAST_BITS_FIELD_NUMBER: _builtins.int
+    TXNID_MOST_BITS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    txnid_least_bits: _builtins.int
+    txnid_most_bits: _builtins.int
+    error: Global___ServerError.ValueType
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int | None = ...,
+        txnid_least_bits: _builtins.int | None = ...,
+        txnid_most_bits: _builtins.int | None = ...,
+        error: Global___ServerError.ValueType | None = ...,
+        message: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "message", b"message", "request_id", b"request_id", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandEndTxnResponse: _TypeAlias = CommandEndTxnResponse  # noqa: Y015
+
+@_typing.final
 class BaseCommand(_message.Message):
     """---------------------------------------------------------------------------
     The envelope: `type` says which one of the command fields is set. Every command's
@@ -1992,6 +2241,14 @@ class BaseCommand(_message.Message):
     AUTHCHALLENGE_FIELD_NUMBER: _builtins.int
     AUTHRESPONSE_FIELD_NUMBER: _builtins.int
     ACKRESPONSE_FIELD_NUMBER: _builtins.int
+    NEWTXN_FIELD_NUMBER: _builtins.int
+    NEWTXNRESPONSE_FIELD_NUMBER: _builtins.int
+    ADDPARTITIONTOTXN_FIELD_NUMBER: _builtins.int
+    ADDPARTITIONTOTXNRESPONSE_FIELD_NUMBER: _builtins.int
+    ENDTXN_FIELD_NUMBER: _builtins.int
+    ENDTXNRESPONSE_FIELD_NUMBER: _builtins.int
+    TCCLIENTCONNECTREQUEST_FIELD_NUMBER: _builtins.int
+    TCCLIENTCONNECTRESPONSE_FIELD_NUMBER: _builtins.int
     TOPICMIGRATED_FIELD_NUMBER: _builtins.int
     type: Global___BaseCommand.Type.ValueType
     @_builtins.property
@@ -2063,6 +2320,22 @@ class BaseCommand(_message.Message):
     @_builtins.property
     def ackResponse(self) -> Global___CommandAckResponse: ...
     @_builtins.property
+    def newTxn(self) -> Global___CommandNewTxn: ...
+    @_builtins.property
+    def newTxnResponse(self) -> Global___CommandNewTxnResponse: ...
+    @_builtins.property
+    def addPartitionToTxn(self) -> Global___CommandAddPartitionToTxn: ...
+    @_builtins.property
+    def addPartitionToTxnResponse(self) -> Global___CommandAddPartitionToTxnResponse: ...
+    @_builtins.property
+    def endTxn(self) -> Global___CommandEndTxn: ...
+    @_builtins.property
+    def endTxnResponse(self) -> Global___CommandEndTxnResponse: ...
+    @_builtins.property
+    def tcClientConnectRequest(self) -> Global___CommandTcClientConnectRequest: ...
+    @_builtins.property
+    def tcClientConnectResponse(self) -> Global___CommandTcClientConnectResponse: ...
+    @_builtins.property
     def topicMigrated(self) -> Global___CommandTopicMigrated: ...
     def __init__(
         self,
@@ -2102,11 +2375,19 @@ class BaseCommand(_message.Message):
         authChallenge: Global___CommandAuthChallenge | None = ...,
         authResponse: Global___CommandAuthResponse | None = ...,
         ackResponse: Global___CommandAckResponse | None = ...,
+        newTxn: Global___CommandNewTxn | None = ...,
+        newTxnResponse: Global___CommandNewTxnResponse | None = ...,
+        addPartitionToTxn: Global___CommandAddPartitionToTxn | None = ...,
+        addPartitionToTxnResponse: Global___CommandAddPartitionToTxnResponse | None = ...,
+        endTxn: Global___CommandEndTxn | None = ...,
+        endTxnResponse: Global___CommandEndTxnResponse | None = ...,
+        tcClientConnectRequest: Global___CommandTcClientConnectRequest | None = ...,
+        tcClientConnectResponse: Global___CommandTcClientConnectResponse | None = ...,
         topicMigrated: Global___CommandTopicMigrated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "addPartitionToTxn", b"addPartitionToTxn", "addPartitionToTxnResponse", b"addPartitionToTxnResponse", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "endTxn", b"endTxn", "endTxnResponse", b"endTxnResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "newTxn", b"newTxn", "newTxnResponse", b"newTxnResponse", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "tcClientConnectRequest", b"tcClientConnectRequest", "tcClientConnectResponse", b"tcClientConnectResponse", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "ackResponse", b"ackResponse", "active_consumer_change", b"active_consumer_change", "addPartitionToTxn", b"addPartitionToTxn", "addPartitionToTxnResponse", b"addPartitionToTxnResponse", "authChallenge", b"authChallenge", "authResponse", b"authResponse", "close_consumer", b"close_consumer", "close_producer", b"close_producer", "connect", b"connect", "connected", b"connected", "endTxn", b"endTxn", "endTxnResponse", b"endTxnResponse", "error", b"error", "flow", b"flow", "getLastMessageId", b"getLastMessageId", "getLastMessageIdResponse", b"getLastMessageIdResponse", "getSchema", b"getSchema", "getSchemaResponse", b"getSchemaResponse", "getTopicsOfNamespace", b"getTopicsOfNamespace", "getTopicsOfNamespaceResponse", b"getTopicsOfNamespaceResponse", "lookupTopic", b"lookupTopic", "lookupTopicResponse", b"lookupTopicResponse", "message", b"message", "newTxn", b"newTxn", "newTxnResponse", b"newTxnResponse", "partitionMetadata", b"partitionMetadata", "partitionMetadataResponse", b"partitionMetadataResponse", "ping", b"ping", "pong", b"pong", "producer", b"producer", "producer_success", b"producer_success", "reachedEndOfTopic", b"reachedEndOfTopic", "seek", b"seek", "send", b"send", "send_error", b"send_error", "send_receipt", b"send_receipt", "subscribe", b"subscribe", "success", b"success", "tcClientConnectRequest", b"tcClientConnectRequest", "tcClientConnectResponse", b"tcClientConnectResponse", "topicMigrated", b"topicMigrated", "type", b"type", "unsubscribe", b"unsubscribe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
