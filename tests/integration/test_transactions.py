@@ -28,6 +28,7 @@ import pytest
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame, SparkSession
 from support.apache_fixtures import create_partitioned_topic
+from support.streaming import Batches, read_available_now
 from support.topics import full
 from support.written import read_partitioned, read_topic, read_with_spark, write
 from test_write_streaming import FileStream
@@ -359,10 +360,13 @@ def test_reads_never_see_open_or_aborted_transactions(
     apache_broker: ApacheBroker,
     official: pulsar.Client,
     topic_name: str,
+    tmp_path: Path,
 ) -> None:
     """c0-c4 plain, a0-a4 in transaction A, b0-b4 in B, c5-c9 plain. While A is open only
     c0-c4 can be read (the broker dispatches up to the first open transaction's first
-    message); once A is aborted and B committed, the rest, without A's."""
+    message); once A is aborted and B committed, the rest, without A's. The same for a batch
+    read, the official reader, and a stream with a durable subscription, which adds each
+    message once and never a transaction marker."""
     topic = full(topic_name)
     lookup = make_lookup(ClientSettings(apache_broker.service_url, operation_timeout=10.0))
     coordinators = TransactionCoordinators(lookup)
@@ -380,17 +384,35 @@ def test_reads_never_see_open_or_aborted_transactions(
         send(in_b, [f"b{i}" for i in range(5)])
         send(plain, [f"c{i}" for i in range(5, 10)])
 
-    def both_views() -> tuple[list[str], list[str]]:
+    # one stream, with a durable subscription, run to the end of what can be read after
+    # each step: what it adds each time
+    batches = Batches()
+
+    def streamed() -> list[str]:
+        before = len(batches.all())
+        read_available_now(
+            spark,
+            apache_broker.service_url,
+            topic,
+            batches,
+            tmp_path / "checkpoint",
+            startingOffsets="earliest",
+            subscriptionName="txn-reads",
+        )
+        return [m.value.decode() for m in batches.all()[before:]]
+
+    def views() -> tuple[list[str], list[str], list[str]]:
         started = time.monotonic()
         ours = [r["value"].decode() for r in read_with_spark(spark, apache_broker, topic)]
         theirs = [g.value.decode() for g in read_topic(official, topic)]
-        assert time.monotonic() - started < 60
-        return ours, theirs
+        stream_added = streamed()
+        assert time.monotonic() - started < 90
+        return ours, theirs, stream_added
 
     first = [f"c{i}" for i in range(5)]
-    assert both_views() == (first, first)
+    assert views() == (first, first, first)
     coordinators.abort(a)
-    assert both_views() == (first, first)  # B is still open, and c5-c9 come after it
+    assert views() == (first, first, [])  # B is still open, and c5-c9 come after it
     coordinators.commit(b)
-    everything = first + [f"b{i}" for i in range(5)] + [f"c{i}" for i in range(5, 10)]
-    assert both_views() == (everything, everything)
+    rest = [f"b{i}" for i in range(5)] + [f"c{i}" for i in range(5, 10)]
+    assert views() == (first + rest, first + rest, rest)
