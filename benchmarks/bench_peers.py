@@ -68,7 +68,6 @@ import json
 import os
 import queue
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -199,8 +198,7 @@ class Peer:
             stderr=self.log,
             env=env,
             text=True,
-            start_new_session=True,
-        )
+        )  # in this process's group: whatever stops this benchmark's group stops it too
         self.replies: queue.Queue[dict[str, Any]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         started = self._reply(START_TIMEOUT)
@@ -218,6 +216,7 @@ class Peer:
         try:
             reply = self.replies.get(timeout=timeout)
         except queue.Empty:
+            self.process.kill()  # a late answer would pass for the next command's
             raise TimeoutError(f"{self.name}: no answer within {timeout:g} s") from None
         if "error" in reply:
             raise RuntimeError(f"{self.name}: {reply['error']} (log: {self.log.name})")
@@ -248,7 +247,7 @@ class Peer:
         try:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.kill()  # its JVM ends when its standard input closes
             self.process.wait()
         self.log.close()
 
