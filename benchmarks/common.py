@@ -93,7 +93,8 @@ def start_broker(
     topics = [topic] if isinstance(topic, str) else list(topic)
     broker: Broker
     if kind == "apache":
-        broker = ApacheBroker.start(heap_mb=1024)
+        # with the transaction coordinator, for bench_write's transactional side
+        broker = ApacheBroker.start(heap_mb=1024, config={"transactionCoordinatorEnabled": "true"})
         for name in topics:
             create_partitioned_topic(broker, name, partitions)
     else:
