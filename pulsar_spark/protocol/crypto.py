@@ -6,20 +6,20 @@ A producer encrypts each entry's payload (one message, a whole batch, or one chu
 compressing it: AES-256 in GCM mode under a random 32-byte *data key*, with a fresh random
 12-byte IV per payload and the 16-byte tag appended to the ciphertext. The IV goes into
 ``MessageMetadata.encryption_param``. The data key is wrapped (encrypted) once per key name
-with that name's RSA public key, RSA-OAEP with SHA-1 for both the hash and MGF1 and no label
-(Java's ``RSA/NONE/OAEPWithSHA1AndMGF1Padding``, OpenSSL's ``RSA_PKCS1_OAEP_PADDING`` in the
-C++ client), and every message carries one ``EncryptionKeys`` (name, wrapped key) per name.
-``encryption_algo`` is left unset, as both official clients leave it. Keys, properties and
-the rest of the metadata stay in clear text.
+with that name's public key, and every message carries one ``EncryptionKeys`` (name, wrapped
+key) per name. ``encryption_algo`` is left unset, as both official clients leave it. Keys,
+properties and the rest of the metadata stay in clear text.
+
+An RSA key wraps with RSA-OAEP, SHA-1 for both the hash and MGF1 and no label (Java's
+``RSA/NONE/OAEPWithSHA1AndMGF1Padding``, OpenSSL's ``RSA_PKCS1_OAEP_PADDING`` in the C++
+client). An EC key wraps as the Java client does, with Bouncy Castle's ``ECIES`` cipher under
+``IESParameterSpec(null, null, 128)`` (:func:`ecies_encrypt`); the C++ client, under the
+official Python one, does not read EC keys.
 
 A consumer looks for a key name it has a private key for, unwraps the data key, decrypts the
-payload and checks its tag, then decompresses it. Unwrapping is an RSA private-key operation
+payload and checks its tag, then decompresses it. Unwrapping is a private-key operation
 (about a millisecond), so unwrapped data keys are kept, by wrapped value, for the messages
 after: a producer wraps one data key for its lifetime.
-
-Only RSA keys are taken. The Java client also accepts EC keys, which it wraps with Bouncy
-Castle's ECIES; that format is not implemented here, and the C++ client (under the official
-Python one) does not read it either, so an EC key is refused with an error saying so.
 
 Key material arrives as PEM bytes; nothing here reads files. No error, log line or repr shows
 a key, a data key or a PEM.
@@ -36,7 +36,14 @@ from pulsar_spark.errors import ConfigurationError, CryptoError
 from pulsar_spark.protocol import pb
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import (
+        EllipticCurvePrivateKey,
+        EllipticCurvePublicKey,
+    )
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
+
+    PublicKey = RSAPublicKey | EllipticCurvePublicKey
+    PrivateKey = RSAPrivateKey | EllipticCurvePrivateKey
 
 
 class CryptoFailureAction(enum.Enum):
@@ -52,6 +59,13 @@ IV_SIZE = 12
 TAG_SIZE = 16
 # Data keys unwrapped and kept per Decryptor at most (one per producer seen, usually few).
 _MAX_CACHED_KEYS = 1024
+# Bouncy Castle's ECIES as the Java client sets it up: IESParameterSpec(null, null, 128), a
+# 128-bit MAC key, HMAC-SHA1 (20-byte tag), no derivation or encoding vector.
+ECIES_MAC_KEY_SIZE = 16
+ECIES_TAG_SIZE = 20
+# IESEngine.getLengthTag(null): the encoding vector's length in bits, 8 bytes big-endian, MACed
+# after the ciphertext whenever an ephemeral key is sent (always, with the JCE cipher).
+_ECIES_LENGTH_TAG = bytes(8)
 
 
 def _require() -> None:
@@ -76,31 +90,32 @@ def _oaep() -> Any:
     )
 
 
-def load_public_key(name: str, pem: bytes) -> RSAPublicKey:
-    """The RSA public key for key ``name`` from PEM (``PUBLIC KEY`` or ``RSA PUBLIC KEY``, or a
-    certificate); :class:`ConfigurationError` naming ``name`` (never showing the PEM) if it is
-    not one."""
+def load_public_key(name: str, pem: bytes) -> PublicKey:
+    """The RSA or EC public key for key ``name`` from PEM (``PUBLIC KEY`` or ``RSA PUBLIC
+    KEY``, or a certificate); :class:`ConfigurationError` naming ``name`` (never showing the
+    PEM) if it is not one."""
     _require()
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     def parse() -> object:
         if b"-----BEGIN CERTIFICATE-----" in pem:
             return x509.load_pem_x509_certificate(pem).public_key()
         return serialization.load_pem_public_key(pem)
 
-    key = _parsed(name, "public", "a PEM public key or certificate", parse, rsa.RSAPublicKey)
-    assert isinstance(key, rsa.RSAPublicKey)
+    key = _parsed(name, "public", "a PEM public key or certificate", parse)
+    assert isinstance(key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey)
     return key
 
 
-def load_private_key(name: str, pem: bytes) -> RSAPrivateKey:
-    """The RSA private key for key ``name`` from unencrypted PEM (PKCS#8 ``PRIVATE KEY`` or
-    ``RSA PRIVATE KEY``); :class:`ConfigurationError` naming ``name`` otherwise."""
+def load_private_key(name: str, pem: bytes) -> PrivateKey:
+    """The RSA or EC private key for key ``name`` from unencrypted PEM (PKCS#8 ``PRIVATE
+    KEY``, ``RSA PRIVATE KEY`` or ``EC PRIVATE KEY``, after ``EC PARAMETERS`` as ``openssl
+    ecparam -genkey`` writes it); :class:`ConfigurationError` naming ``name`` otherwise."""
     _require()
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     def parse() -> object:
         try:
@@ -111,17 +126,16 @@ def load_private_key(name: str, pem: bytes) -> RSAPrivateKey:
                 "which is not supported: give it unencrypted"
             ) from None
 
-    key = _parsed(name, "private", "a PEM private key", parse, rsa.RSAPrivateKey)
-    assert isinstance(key, rsa.RSAPrivateKey)
+    key = _parsed(name, "private", "a PEM private key", parse)
+    assert isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey)
     return key
 
 
-def _parsed(
-    name: str, kind: str, wanted: str, parse: Callable[[], object], rsa_type: type
-) -> object:
-    """What ``parse`` reads from a PEM, which must be an RSA key (``rsa_type``); errors name
-    the key and never show the PEM."""
+def _parsed(name: str, kind: str, wanted: str, parse: Callable[[], object]) -> object:
+    """What ``parse`` reads from a PEM, which must be an RSA or EC key; errors name the key and
+    never show the PEM."""
     from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     try:
         key = parse()
@@ -131,26 +145,109 @@ def _parsed(
         raise ConfigurationError(
             f"the {kind} key of encryption key {name!r} is not {wanted}"
         ) from None
-    _rsa_only(name, key, rsa_type, kind)
+    usable: tuple[type, ...] = (rsa.RSAPublicKey, ec.EllipticCurvePublicKey)
+    if kind == "private":
+        usable = (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)
+    if not isinstance(key, usable):
+        raise ConfigurationError(
+            f"the {kind} key of encryption key {name!r} is a {type(key).__name__}: only RSA "
+            "and EC keys are supported"
+        )
     return key
 
 
-def _rsa_only(name: str, key: object, rsa_type: type, kind: str) -> None:
-    if isinstance(key, rsa_type):
-        return
+def _wrap(public: PublicKey, data_key: bytes) -> bytes:
+    """``data_key`` wrapped for ``public`` as the Java client wraps it."""
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
-        raise ConfigurationError(
-            f"the {kind} key of encryption key {name!r} is an EC key: only RSA keys are "
-            "supported (the Java client wraps data keys for EC keys with Bouncy Castle's "
-            "ECIES, which pulsar-spark does not implement, and the C++ and Python clients do "
-            "not read)"
-        )
-    raise ConfigurationError(
-        f"the {kind} key of encryption key {name!r} is a {type(key).__name__}: only RSA keys "
-        "are supported"
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        return ecies_encrypt(public, data_key)
+    wrapped: bytes = public.encrypt(data_key, _oaep())
+    return wrapped
+
+
+def ecies_encrypt(
+    public: EllipticCurvePublicKey,
+    message: bytes,
+    *,
+    ephemeral: EllipticCurvePrivateKey | None = None,
+) -> bytes:
+    """``message`` encrypted for ``public`` as Bouncy Castle's JCE cipher ``ECIES`` does with
+    ``IESParameterSpec(null, null, 128)``, the Java client's wrapping of a data key for an EC
+    key (``IESCipher.ECIES``: ``IESEngine`` over ECDH, KDF2 with SHA-1 and HMAC-SHA1, in
+    stream mode).
+
+    With a new ephemeral key pair on ``public``'s curve (``ephemeral``, for tests, fixes it):
+    V is its public point, uncompressed; Z the ECDH shared secret, the x coordinate padded to
+    the field's size; K = KDF2-SHA1(V || Z) (ANSI X9.63, counter from 1, no shared info) of
+    16 + len(message) bytes, whose first 16 bytes are the MAC key K2 and the rest K1;
+    C = message XOR K1; T = HMAC-SHA1(K2, C || L2), L2 being 8 zero bytes (the bit length of
+    the absent encoding vector). The result is V || C || T.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    if ephemeral is None:
+        ephemeral = ec.generate_private_key(public.curve)
+    elif ephemeral.curve.name != public.curve.name:
+        raise ValueError("the ephemeral key is not on the recipient's curve")
+    point = ephemeral.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
     )
+    shared = ephemeral.exchange(ec.ECDH(), public)
+    mac_key, stream = _ecies_keys(point, shared, len(message))
+    sealed = bytes(m ^ k for m, k in zip(message, stream, strict=True))
+    return point + sealed + _ecies_tag(mac_key, sealed)
+
+
+def ecies_decrypt(private: EllipticCurvePrivateKey, data: bytes) -> bytes | None:
+    """What :func:`ecies_encrypt` (or Bouncy Castle's ``ECIES`` cipher) sealed for
+    ``private``'s public key, or None when ``data`` is not that (another key pair, a point not
+    on the curve, a tag that does not match)."""
+    from cryptography.hazmat.primitives import constant_time, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ours = private.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
+    # V as the Java client writes it: uncompressed (0x04, then both coordinates), as long as
+    # our own public point
+    point_size = len(ours)
+    if data[:1] != b"\x04" or len(data) <= point_size + ECIES_TAG_SIZE:
+        return None
+    point, sealed, tag = (
+        data[:point_size],
+        data[point_size:-ECIES_TAG_SIZE],
+        data[-ECIES_TAG_SIZE:],
+    )
+    try:
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(private.curve, point)
+        shared = private.exchange(ec.ECDH(), peer)
+    except ValueError:
+        return None
+    mac_key, stream = _ecies_keys(point, shared, len(sealed))
+    if not constant_time.bytes_eq(_ecies_tag(mac_key, sealed), tag):
+        return None
+    return bytes(c ^ k for c, k in zip(sealed, stream, strict=True))
+
+
+def _ecies_keys(point: bytes, shared: bytes, length: int) -> tuple[bytes, bytes]:
+    """(K2, K1): the MAC key and the key stream of ``length`` bytes, from KDF2-SHA1(V || Z)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.x963kdf import X963KDF
+
+    kdf = X963KDF(algorithm=hashes.SHA1(), length=ECIES_MAC_KEY_SIZE + length, sharedinfo=None)
+    keys = kdf.derive(point + shared)
+    return keys[:ECIES_MAC_KEY_SIZE], keys[ECIES_MAC_KEY_SIZE:]
+
+
+def _ecies_tag(mac_key: bytes, sealed: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes, hmac
+
+    mac = hmac.HMAC(mac_key, hashes.SHA1())
+    mac.update(sealed)
+    mac.update(_ECIES_LENGTH_TAG)
+    return mac.finalize()
 
 
 class Encryptor:
@@ -176,11 +273,10 @@ class Encryptor:
         if len(key) != DATA_KEY_SIZE:
             raise ValueError("a data key is 32 bytes")
         self._aead = AESGCM(key)
-        oaep = _oaep()
         metadata = key_metadata or {}
         self._keys = []
         for name in sorted(public_keys):
-            wrapped = load_public_key(name, public_keys[name]).encrypt(key, oaep)
+            wrapped = _wrap(load_public_key(name, public_keys[name]), key)
             entry = pb.EncryptionKeys(key=name, value=wrapped)
             for meta_key, meta_value in sorted(metadata.get(name, {}).items()):
                 entry.metadata.add(key=meta_key, value=meta_value)
@@ -284,12 +380,17 @@ class Decryptor:
         )
 
     @staticmethod
-    def _unwrap(private: RSAPrivateKey, wrapped: bytes) -> Any:
-        try:
-            key = private.decrypt(wrapped, _oaep())
-        except ValueError:
-            return None
-        if len(key) not in (16, 24, 32):
+    def _unwrap(private: PrivateKey, wrapped: bytes) -> Any:
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        if isinstance(private, ec.EllipticCurvePrivateKey):
+            key = ecies_decrypt(private, wrapped)
+        else:
+            try:
+                key = private.decrypt(wrapped, _oaep())
+            except ValueError:
+                return None
+        if key is None or len(key) not in (16, 24, 32):
             return None
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 

@@ -5,13 +5,14 @@ and never key material, and the options that carry the keys."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from support.crypto_keys import rsa_key_pair
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from support.crypto_keys import CURVES, ec_key_pair, rsa_key_pair
 
 from pulsar_spark.client.batching import BatchLimits, OpenBatch
 from pulsar_spark.client.chunking import unbatched
@@ -21,10 +22,13 @@ from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.chunks import ChunkAssembler
 from pulsar_spark.protocol.crypto import (
+    DATA_KEY_SIZE,
     IV_SIZE,
     CryptoFailureAction,
     Decryptor,
     Encryptor,
+    ecies_decrypt,
+    ecies_encrypt,
     is_encrypted,
     key_names,
 )
@@ -40,6 +44,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data" / "crypto"
 FIXTURE_PRIVATE = (FIXTURES / "fixture_private.pem").read_bytes()
 FIXTURE_PUBLIC = (FIXTURES / "fixture_public.pem").read_bytes()
 WRAPPED_ZERO_KEY = (FIXTURES / "wrapped_zero_key.bin").read_bytes()
+# Per curve: a recipient's private key, and a 32-byte message Bouncy Castle 1.81.1 encrypted for
+# it with ECIES, once with a fixed ephemeral key ("engine") and once with the JCE cipher the Java
+# client uses ("jce"); made by EciesVector.java in the same folder.
+ECIES_VECTORS = json.loads((FIXTURES / "ecies_vectors.json").read_text())
 # The GCM specification's test case 14: AES-256, zero key and IV, 16 zero bytes of plain text;
 # the ciphertext followed by its 16-byte tag.
 GCM_CASE_14 = bytes.fromhex("cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919")
@@ -192,12 +200,71 @@ def test_errors_and_reprs_never_show_key_material(
         assert metadata.encryption_keys[0].value.hex()[:16] not in text
 
 
-def test_an_ec_key_is_refused_saying_why() -> None:
-    private = ec.generate_private_key(ec.SECP256R1())
-    public_pem = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+@pytest.mark.parametrize("curve", sorted(ECIES_VECTORS))
+def test_ecies_is_bouncy_castles_byte_for_byte(curve: str) -> None:
+    """With the ephemeral key fixed, the wrapping is the bytes Bouncy Castle's IESEngine makes
+    set up as its JCE cipher ECIES is (V || C || T, K2 before K1, the 8-byte length tag)."""
+    vector = ECIES_VECTORS[curve]
+    private = serialization.load_pem_private_key(vector["private"].encode(), password=None)
+    assert isinstance(private, ec.EllipticCurvePrivateKey)
+    ephemeral = ec.derive_private_key(int(vector["ephemeral"], 16), private.curve)
+    message = bytes.fromhex(vector["message"])
+    sealed = ecies_encrypt(private.public_key(), message, ephemeral=ephemeral)
+    assert sealed.hex() == vector["engine"]
+    assert ecies_decrypt(private, sealed) == message
+
+
+@pytest.mark.parametrize("curve", sorted(ECIES_VECTORS))
+def test_ecies_opens_what_bouncy_castles_jce_cipher_sealed(curve: str) -> None:
+    """Cipher.getInstance("ECIES", "BC") under IESParameterSpec(null, null, 128), as the Java
+    client wraps a data key; a changed byte anywhere, or another key pair, opens nothing."""
+    vector = ECIES_VECTORS[curve]
+    private = serialization.load_pem_private_key(vector["private"].encode(), password=None)
+    assert isinstance(private, ec.EllipticCurvePrivateKey)
+    sealed = bytes.fromhex(vector["jce"])
+    assert ecies_decrypt(private, sealed) == bytes.fromhex(vector["message"])
+    for index in (1, len(sealed) // 2, len(sealed) - 1):
+        changed = bytearray(sealed)
+        changed[index] ^= 1
+        assert ecies_decrypt(private, bytes(changed)) is None
+    assert ecies_decrypt(private, sealed[:-1]) is None
+    assert ecies_decrypt(ec.generate_private_key(private.curve), sealed) is None
+
+
+@pytest.mark.parametrize("curve", sorted(CURVES))
+def test_ec_keys_round_trip_beside_rsa_keys(curve: str, pair: tuple[bytes, bytes]) -> None:
+    """A producer with an EC key name and an RSA one: either private key opens the message,
+    and the EC key name's wrapped key is ECIES (point, 32 bytes, 20-byte tag)."""
+    ec_public, ec_private = ec_key_pair(curve)
+    metadata = entry_metadata()
+    sealed = Encryptor({"ec": ec_public, "rsa": pair[0]}).encrypt(metadata, b"value")
+    wrapped = {k.key: k.value for k in metadata.encryption_keys}
+    size = (CURVES[curve].key_size + 7) // 8
+    assert len(wrapped["ec"]) == 1 + 2 * size + DATA_KEY_SIZE + 20
+    assert wrapped["ec"][0] == 4
+    assert Decryptor({"ec": ec_private}).decrypt(metadata, sealed) == b"value"
+    assert Decryptor({"rsa": pair[1]}).decrypt(metadata, sealed) == b"value"
+    with pytest.raises(CryptoError, match="does not open it"):
+        Decryptor({"ec": ec_key_pair(curve)[1]}).decrypt(metadata, sealed)
+
+
+def test_ec_keys_with_explicit_curve_parameters_load() -> None:
+    """Keys made as Pulsar's documentation once said (`openssl ecparam -name secp521r1 -genkey
+    -param_enc explicit`, the private key after an EC PARAMETERS block) work too."""
+    private = (FIXTURES / "ec_explicit_private.pem").read_bytes()
+    public = (FIXTURES / "ec_explicit_public.pem").read_bytes()
+    metadata = entry_metadata()
+    sealed = Encryptor({"app": public}).encrypt(metadata, b"value")
+    assert Decryptor({"app": private}).decrypt(metadata, sealed) == b"value"
+
+
+def test_a_key_neither_rsa_nor_ec_is_refused_saying_why() -> None:
+    public_pem = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
-    with pytest.raises(ConfigurationError, match="'app' is an EC key: only RSA keys"):
+    with pytest.raises(ConfigurationError, match=r"'app' is a \w+: only RSA and EC keys"):
         Encryptor({"app": public_pem})
 
 
