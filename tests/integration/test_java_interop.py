@@ -1,10 +1,11 @@
 """Interop with Apache Pulsar's Java client, on the Apache broker: the client's real bytes.
 
 The official Python client has none of Java's KeyValue, date and time schemas, nor its
-key-based batcher or routing modes; these tests produce with the Java client itself
-(``support/java_peer``, the release the broker runs) and read with the connector, and read what
-the connector writes with the Java client. Where both sides show a message's fields, every one
-is compared; where the tests need Java's partition for a key, Java's producer says it.
+key-based batcher or routing modes, nor its EC keys for encryption; these tests produce with
+the Java client itself (``support/java_peer``, the release the broker runs) and read with the
+connector, and read what the connector writes with the Java client. Where both sides show a
+message's fields, every one is compared; where the tests need Java's partition for a key,
+Java's producer says it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import decimal
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from google.protobuf import descriptor_pb2, json_format
 from pyspark.sql import SparkSession
 from support import protobuf_messages as proto
 from support.apache_fixtures import create_partitioned_topic
+from support.crypto_keys import CURVES, write_key_pair
 from support.java_peer import JavaPeer
 from support.schemas import READING
 
@@ -473,14 +476,14 @@ def test_event_time_and_properties_from_java(
     ]
 
 
-def test_java_reads_our_event_times_and_properties(
-    spark: SparkSession, apache_broker: ApacheBroker, java: JavaPeer
+def write_metadata_messages(
+    spark: SparkSession,
+    broker: ApacheBroker,
+    topic: str,
+    messages: list[dict[str, Any]],
+    **options: str,
 ) -> None:
-    """The connector's keys, event times and properties, batched: Java's
-    ``getKey()``, ``getEventTime()``, ``getProperties()`` and every other field are what the
-    connector reads back, and no message is marked replicated."""
-    topic = new_topic("meta-ours")
-    messages = metadata_messages("o")
+    """Write :func:`metadata_messages` to ``topic`` in order, with one task."""
     df = spark.createDataFrame(
         [
             (
@@ -495,9 +498,22 @@ def test_java_reads_our_event_times_and_properties(
         ],
         "value string, key string, eventTime timestamp, properties map<string,string>",
     )
-    df.coalesce(1).write.mode("append").format("pulsar").option(
-        "service.url", apache_broker.service_url
-    ).option("topic", topic).save()
+    writer = df.coalesce(1).write.mode("append").format("pulsar")
+    writer = writer.option("service.url", broker.service_url).option("topic", topic)
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    writer.save()
+
+
+def test_java_reads_our_event_times_and_properties(
+    spark: SparkSession, apache_broker: ApacheBroker, java: JavaPeer
+) -> None:
+    """The connector's keys, event times and properties, batched: Java's
+    ``getKey()``, ``getEventTime()``, ``getProperties()`` and every other field are what the
+    connector reads back, and no message is marked replicated."""
+    topic = new_topic("meta-ours")
+    messages = metadata_messages("o")
+    write_metadata_messages(spark, apache_broker, topic, messages)
     seen = java.consume(topic, {"type": "BYTES"}, len(messages) + 1)
     assert [bytes.fromhex(m["value"]).decode() for m in seen] == [m["value"] for m in messages]
     assert [m["key"] for m in seen] == [m.get("key") for m in messages]
@@ -733,3 +749,134 @@ def test_chunked_messages_both_ways(
     assert [(m["key"], bytes.fromhex(m["value"])) for m in seen] == [
         (f"b{i}", v) for i, v in enumerate(big)
     ]
+
+
+# --- end-to-end encryption -----------------------------------------------------------------------
+
+CRYPTO_FIXTURES = Path(__file__).resolve().parents[1] / "data" / "crypto"
+KeyFiles = dict[str, tuple[Path, Path]]
+
+
+@pytest.fixture(scope="module")
+def key_files(tmp_path_factory: pytest.TempPathFactory) -> KeyFiles:
+    """(public, private) PEM files by kind: an EC key pair on each of :data:`CURVES`, one
+    with explicit curve parameters (``openssl ecparam -param_enc explicit``), an RSA one."""
+    directory = tmp_path_factory.mktemp("java-keys")
+    files = {curve: write_key_pair(directory, curve, curve) for curve in CURVES}
+    files["rsa"] = write_key_pair(directory, "rsa")
+    explicit = (
+        CRYPTO_FIXTURES / "ec_explicit_public.pem",
+        CRYPTO_FIXTURES / "ec_explicit_private.pem",
+    )
+    files["explicit-secp521r1"] = explicit
+    return files
+
+
+def assert_stored_encrypted(spark: SparkSession, broker: ApacheBroker, topic: str) -> None:
+    """Read without a key, every entry of ``topic`` is ciphertext: no value shows."""
+    options = {"valueFormat": "raw", "pulsar.reader.cryptoFailureAction": "CONSUME"}
+    raw = read(spark, broker, topic, **options)
+    assert raw
+    assert all(row["encrypted"] for row in raw)
+    assert not any(b"secret" in row["value"] for row in raw)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("secp256r1", True, "LZ4"),
+        ("secp256r1", False, "LZ4"),
+        ("secp384r1", True, "ZSTD"),
+        ("secp521r1", False, "ZLIB"),
+        ("secp256k1", True, "SNAPPY"),
+        ("explicit-secp521r1", False, "LZ4"),
+        ("rsa", True, "ZSTD"),
+    ],
+    ids=lambda case: "-".join(map(str, case)),
+)
+def test_java_encrypted_messages_read_as_plain_rows(
+    spark: SparkSession,
+    apache_broker: ApacheBroker,
+    java: JavaPeer,
+    key_files: KeyFiles,
+    case: tuple[str, bool, str],
+) -> None:
+    """Java's producer encrypts for an EC key (Bouncy Castle's ECIES wraps the data key) or
+    an RSA one, compressed, batched or not; the connector, given the private key, reads every
+    field as Java's own consumer decrypting with that key reads it."""
+    kind, batching, codec = case
+    topic = new_topic(f"crypto-java-{kind}")
+    public, private = key_files[kind]
+    messages = metadata_messages(f"secret-{kind}")
+    ids = java.produce(
+        topic,
+        {"type": "STRING"},
+        messages,
+        batching=batching,
+        compression=codec,
+        encryptionKeys=["app"],
+        publicKeys={"app": str(public)},
+    )
+    seen = java.consume(topic, {"type": "STRING"}, len(messages), private_keys={"app": private})
+    assert [m["value"] for m in seen] == [m["value"] for m in messages]
+    assert any(m["batchIndex"] > 0 for m in seen) == batching
+
+    rows = read(spark, apache_broker, topic, **{"pulsar.reader.privateKeyFiles": f"app={private}"})
+    assert [row["value"] for row in rows] == [m["value"] for m in messages]
+    assert [our_view(row) for row in rows] == [java_view(m) for m in seen]
+    assert [(row["messageId"]["ledgerId"], row["messageId"]["entryId"]) for row in rows] == [
+        (ident["ledger"], ident["entry"]) for ident in ids
+    ]
+    assert_stored_encrypted(spark, apache_broker, topic)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("secp256r1", True),
+        ("secp384r1", False),
+        ("secp521r1", True),
+        ("secp256k1", False),
+        ("explicit-secp521r1", True),
+        ("rsa", False),
+    ],
+    ids=lambda case: "-".join(map(str, case)),
+)
+def test_java_decrypts_what_we_encrypt(
+    spark: SparkSession,
+    apache_broker: ApacheBroker,
+    java: JavaPeer,
+    key_files: KeyFiles,
+    case: tuple[str, bool],
+) -> None:
+    """A ``df.write`` encrypted for an EC key (or an RSA one), LZ4-compressed, batched or not:
+    Java's consumer, with the private key, decrypts every message, and every field it shows is
+    what the connector reads back with the same key."""
+    kind, batching = case
+    topic = new_topic(f"crypto-ours-{kind}")
+    public, private = key_files[kind]
+    messages = metadata_messages(f"secret-{kind}")
+    write_metadata_messages(
+        spark,
+        apache_broker,
+        topic,
+        messages,
+        **{
+            "pulsar.producer.encryptionKeys": "app",
+            "pulsar.producer.publicKeyFiles": f"app={public}",
+            "pulsar.producer.compressionType": "LZ4",
+            "pulsar.producer.batchingEnabled": str(batching).lower(),
+            "pulsar.producer.batchingMaxMessages": "10",
+        },
+    )
+    assert_stored_encrypted(spark, apache_broker, topic)
+    seen = java.consume(topic, {"type": "BYTES"}, len(messages) + 1, private_keys={"app": private})
+    assert [bytes.fromhex(m["value"]).decode() for m in seen] == [m["value"] for m in messages]
+    assert [m["key"] for m in seen] == [m.get("key") for m in messages]
+    assert [m["eventTime"] for m in seen] == [m.get("eventTime", 0) for m in messages]
+    assert [m["properties"] for m in seen] == [m.get("properties", {}) for m in messages]
+    assert any(m["batchIndex"] > 0 for m in seen) == batching
+
+    rows = read(spark, apache_broker, topic, **{"pulsar.reader.privateKeyFiles": f"app={private}"})
+    assert [our_view(row) for row in rows] == [java_view(m) for m in seen]
+    assert [bytes(row["value"]).decode() for row in rows] == [m["value"] for m in messages]

@@ -76,15 +76,27 @@ class JavaPeer:
         **producer: Any,
     ) -> list[dict[str, int]]:
         """Send ``messages`` (``value``, ``key``, ``keyBytes``, ``properties``,
-        ``eventTime``) with a producer set up as ``producer`` says; their message ids."""
+        ``eventTime``) with a producer set up as ``producer`` says (``encryptionKeys`` with
+        ``publicKeys``, key name: PEM file path, to encrypt); their message ids."""
         request = {"op": "produce", "topic": topic, "schema": schema, "producer": producer}
         ids: list[dict[str, int]] = self._request({**request, "messages": list(messages)})["ids"]
         return ids
 
-    def consume(self, topic: str, schema: Schema, count: int) -> list[dict[str, Any]]:
+    def consume(
+        self,
+        topic: str,
+        schema: Schema,
+        count: int,
+        *,
+        private_keys: Mapping[str, Path] | None = None,
+    ) -> list[dict[str, Any]]:
         """The first ``count`` messages of ``topic`` (fewer after 10 s without one), each
-        with every field the Java client shows."""
-        request = {"op": "consume", "topic": topic, "schema": schema, "count": count}
+        with every field the Java client shows; with ``private_keys`` (key name: PEM file),
+        decrypted by the Java client's own key reader."""
+        request: dict[str, Any] = {"op": "consume", "topic": topic, "schema": schema}
+        request["count"] = count
+        if private_keys is not None:
+            request["privateKeys"] = {name: str(path) for name, path in private_keys.items()}
         messages: list[dict[str, Any]] = self._request(request)["messages"]
         return messages
 

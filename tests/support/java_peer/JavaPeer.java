@@ -6,7 +6,7 @@
 //
 //   {"op": "produce", "topic": T, "schema": S, "producer": P, "messages": [M, ...]}
 //       -> {"ids": [ID, ...]}
-//   {"op": "consume", "topic": T, "schema": S, "count": N}
+//   {"op": "consume", "topic": T, "schema": S, "count": N, "privateKeys": K}
 //       -> {"messages": [R, ...]}  (N messages, from the earliest, or fewer after 10 s)
 //   any failure -> {"error": "Class: message"}
 //
@@ -22,7 +22,9 @@
 // P sets the producer: "compression" (LZ4, ZLIB, ZSTD, SNAPPY), "batching" (bool), "batcher"
 // ("KEY_BASED"), "batchingMaxMessages", "chunking" (bool), "chunkMaxMessageSize" (bytes),
 // "routing" (RoundRobinPartition, SinglePartition), "hashing" (JavaStringHash,
-// Murmur3_32Hash). M is {"value", "key", "keyBytes" (hex), "properties", "eventTime"}.
+// Murmur3_32Hash), "encryptionKeys" (key names: .addEncryptionKey each) with "publicKeys" (K);
+// K maps key names to PEM files, read by the peer's CryptoKeyReader (a consumer given
+// "privateKeys" fails on a message it cannot decrypt). M is {"value", "key", "keyBytes" (hex), "properties", "eventTime"}.
 // Values travel as JSON: BYTES in hex, DATE, TIME and TIMESTAMP as epoch milliseconds, the
 // java.time types as their ISO text, records and KeyValues as objects, protobuf messages as
 // protobuf's JSON mapping (JsonFormat, proto field names).
@@ -47,6 +49,8 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
@@ -63,6 +67,10 @@ import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.BatcherBuilder;
 import org.apache.pulsar.client.api.CompressionType;
 import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.ConsumerBuilder;
+import org.apache.pulsar.client.api.ConsumerCryptoFailureAction;
+import org.apache.pulsar.client.api.CryptoKeyReader;
+import org.apache.pulsar.client.api.EncryptionKeyInfo;
 import org.apache.pulsar.client.api.HashingScheme;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
@@ -318,6 +326,12 @@ public final class JavaPeer {
         if (options.has("hashing")) {
             builder.hashingScheme(HashingScheme.valueOf(options.get("hashing").asText()));
         }
+        if (options.has("encryptionKeys")) {
+            for (JsonNode name : options.get("encryptionKeys")) {
+                builder.addEncryptionKey(name.asText());
+            }
+            builder.cryptoKeyReader(new PemKeyReader(options.path("publicKeys")));
+        }
         List<CompletableFuture<MessageId>> sent = new ArrayList<>();
         try (Producer<Object> producer = builder.create()) {
             for (JsonNode message : request.get("messages")) {
@@ -359,11 +373,15 @@ public final class JavaPeer {
         @SuppressWarnings("unchecked")
         Schema<Object> schema = spec.get("type").asText().equals("PROTOBUF_NATIVE")
                 ? (Schema<Object>) protobufNative(spec) : schema(spec);
-        try (Consumer<Object> consumer = client.newConsumer(schema)
+        ConsumerBuilder<Object> builder = client.newConsumer(schema)
                 .topic(request.get("topic").asText())
                 .subscriptionName("java-peer-" + UUID.randomUUID())
-                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
-                .subscribe()) {
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest);
+        if (request.has("privateKeys")) {
+            builder.cryptoKeyReader(new PemKeyReader(request.get("privateKeys")))
+                    .cryptoFailureAction(ConsumerCryptoFailureAction.FAIL);
+        }
+        try (Consumer<Object> consumer = builder.subscribe()) {
             while (messages.size() < count) {
                 Message<Object> message = consumer.receive(10, TimeUnit.SECONDS);
                 if (message == null) {
@@ -415,5 +433,36 @@ public final class JavaPeer {
         node.put("partition", adv.getPartitionIndex());
         node.put("batchIndex", adv.getBatchIndex());
         return node;
+    }
+
+    /** Keys from PEM files, one a key name; the same reader serves public or private keys. */
+    private static final class PemKeyReader implements CryptoKeyReader {
+        private final Map<String, String> files = new HashMap<>();
+
+        PemKeyReader(JsonNode files) {
+            files.fields().forEachRemaining(f -> this.files.put(f.getKey(), f.getValue().asText()));
+        }
+
+        @Override
+        public EncryptionKeyInfo getPublicKey(String keyName, Map<String, String> metadata) {
+            return read(keyName, metadata);
+        }
+
+        @Override
+        public EncryptionKeyInfo getPrivateKey(String keyName, Map<String, String> metadata) {
+            return read(keyName, metadata);
+        }
+
+        private EncryptionKeyInfo read(String keyName, Map<String, String> metadata) {
+            String file = files.get(keyName);
+            if (file == null) {
+                return null;
+            }
+            try {
+                return new EncryptionKeyInfo(Files.readAllBytes(Path.of(file)), metadata);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
     }
 }
