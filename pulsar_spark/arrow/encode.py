@@ -14,9 +14,10 @@ topic        string                           the topic of the row, unless the `
                                               option is set (the option wins)
 ===========  ===============================  ==============================================
 
-Payloads and text keys go to the producer as they lie in Arrow's buffers (offsets and bytes),
-without a Python object per row; only properties, binary keys (base64-encoded) and the keys
-used for routing are converted row by row, and topic names once per distinct spelling.
+Payloads, text keys and property names and values go to the producer as they lie in Arrow's
+buffers (offsets and bytes), without a Python object per row; only binary keys (base64-encoded)
+and the keys used for routing are converted row by row, and topic names once per distinct
+spelling.
 
 Pulsar's event time is an unsigned number of milliseconds since the epoch, 0 meaning none.
 Spark's microseconds are rounded down to the millisecond (as Spark's ``unix_millis`` does), so
@@ -28,7 +29,6 @@ any of its rows is sent; a null event time is sent as none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +36,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.encode import Blobs, MessageColumns, routing_key
+from pulsar_spark.protocol.encode import Blobs, MessageColumns, PropertyBlobs, routing_key
+from pulsar_spark.protocol.messages import ranges
 from pulsar_spark.topic import full_topic_name
 
 ACCEPTED_COLUMNS = {
@@ -133,10 +134,27 @@ class Rows:
         keys, missing = _blobs(column)
         return keys, np.ones(len(column), dtype=np.bool_) if missing is None else ~missing
 
-    def _properties(self) -> Sequence[tuple[tuple[str, str], ...]] | None:
+    def _properties(self) -> PropertyBlobs | None:
+        """The ``properties`` column's names and values read in place; a null map has none.
+        (A null property value is refused before the rows get here; it would be empty.)"""
         if "properties" not in self.batch.schema.names:
             return None
-        return [tuple(p) if p else () for p in self.batch.column("properties").to_pylist()]
+        column = self.batch.column("properties")
+        offsets = column.offsets.to_numpy().astype(np.int64)
+        first = int(offsets[0])
+        pairs = column.values.slice(first, int(offsets[-1]) - first)
+        offsets -= first
+        if column.null_count:  # a null map may still span pairs: leave those out
+            valid = column.is_valid().to_numpy(zero_copy_only=False)
+            counts = np.where(valid, np.diff(offsets), 0)
+            if counts.sum() < len(pairs):
+                kept, _ = ranges(offsets[:-1][valid], offsets[1:][valid])
+                pairs = pairs.take(pa.array(kept))
+                offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+                np.cumsum(counts, out=offsets[1:])
+        names, _ = _blobs(pairs.field(0))
+        values, _ = _blobs(pairs.field(1))
+        return PropertyBlobs(offsets, names, values)
 
     def _event_times(self) -> npt.NDArray[np.int64] | None:
         if "eventTime" not in self.batch.schema.names:

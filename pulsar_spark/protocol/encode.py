@@ -13,10 +13,11 @@ SingleMessageMetadata is encoded by hand (fields in number order, as protobuf se
 write them): it is the one structure built once per message, and doing so without
 intermediate objects is several times faster. Unit tests compare it with the protobuf runtime.
 
-Many messages at once travel as :class:`MessageColumns` (payloads and keys laid end to end in
-numpy arrays). :func:`encode_records` writes their batch records with numpy, field by field
-for every message at once, into the same bytes :meth:`BatchBuilder.add` writes one message at
-a time; :meth:`BatchBuilder.add_records` then adds as many of them as fit the batch.
+Many messages at once travel as :class:`MessageColumns` (payloads, keys and properties laid
+end to end in numpy arrays). :func:`encode_records` writes their batch records with numpy,
+field by field for every message at once, into the same bytes :meth:`BatchBuilder.add` writes
+one message at a time; :meth:`BatchBuilder.add_records` then adds as many of them as fit the
+batch.
 """
 
 from __future__ import annotations
@@ -240,12 +241,60 @@ class Blobs:
 
 
 @dataclass(frozen=True, slots=True)
+class PropertyBlobs:
+    """The properties of messages, as UTF-8: message ``i`` has the pairs ``offsets[i]`` to
+    ``offsets[i + 1]`` of ``names`` and ``values``, in order."""
+
+    offsets: _Ints  # one more than there are messages; need not start at 0
+    names: Blobs  # one per pair
+    values: Blobs
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[tuple[str, str], ...]]) -> PropertyBlobs:
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(row) for row in rows], out=offsets[1:])
+        return cls(
+            offsets,
+            Blobs.of([name.encode() for row in rows for name, _ in row]),
+            Blobs.of([value.encode() for row in rows for _, value in row]),
+        )
+
+    def __getitem__(self, index: int) -> tuple[tuple[str, str], ...]:
+        pairs = range(int(self.offsets[index]), int(self.offsets[index + 1]))
+        return tuple((self.names[j].decode(), self.values[j].decode()) for j in pairs)
+
+    def slice(self, start: int, stop: int) -> PropertyBlobs:
+        return PropertyBlobs(self.offsets[start : stop + 1], self.names, self.values)
+
+    def encoded(self) -> Blobs | None:
+        """Every message's SingleMessageMetadata field 1 (one KeyValue per pair), as
+        :func:`encode_single_message_metadata` writes it; None when no message has a pair.
+
+        A pair is ``0x0a varint(len(kv)) kv`` with ``kv = 0x0a varint(len(name)) name 0x12
+        varint(len(value)) value``: every pair's pieces are built at once and interleaved, pair
+        after pair, and a message's field is its pairs, which lie next to each other."""
+        first, last = int(self.offsets[0]), int(self.offsets[-1])
+        if first == last:
+            return None
+        names, values = self.names.slice(first, last), self.values.slice(first, last)
+        name_head = _tagged_varint(0x0A, names.lengths)
+        value_head = _tagged_varint(0x12, values.lengths)
+        pair_sizes = name_head.lengths + names.lengths + value_head.lengths + values.lengths
+        pieces = _pieces([_tagged_varint(0x0A, pair_sizes), name_head, names, value_head, values])
+        data, ends = _interleave(pieces, last - first)
+        pair_offsets = np.zeros(last - first + 1, dtype=np.int64)
+        pair_offsets[1:] = ends
+        return Blobs(np.frombuffer(data, dtype=np.uint8), pair_offsets[self.offsets - first])
+
+
+@dataclass(frozen=True, slots=True)
 class MessageColumns:
     """Messages to publish, column by column; row ``i`` is what :meth:`message` returns.
 
     ``values`` holds every payload, a null one as empty and flagged in ``null_values``.
     ``keys`` holds the partition keys as UTF-8 (empty where ``has_key`` is False), base64
-    text if ``keys_are_base64``. A column no row uses is None.
+    text if ``keys_are_base64``. A column no row uses is None (``properties`` may also be there
+    with no pair at all).
     """
 
     values: Blobs
@@ -253,7 +302,7 @@ class MessageColumns:
     keys: Blobs | None = None
     has_key: _Flags | None = None
     keys_are_base64: bool = False
-    properties: Sequence[tuple[tuple[str, str], ...]] | None = None
+    properties: PropertyBlobs | None = None
     event_times: _Ints | None = None  # ms since epoch; 0 = not set
 
     def __len__(self) -> int:
@@ -294,7 +343,7 @@ class MessageColumns:
             self.keys.slice(start, stop) if self.keys is not None else None,
             _rows(self.has_key, start, stop),
             self.keys_are_base64,
-            self.properties[start:stop] if self.properties is not None else None,
+            self.properties.slice(start, stop) if self.properties is not None else None,
             _rows(self.event_times, start, stop),
         )
 
@@ -357,8 +406,9 @@ def encode_records(columns: MessageColumns, first_sequence_id: int) -> Records:
 def _metadata_fields(columns: MessageColumns, first_sequence_id: int) -> list[_Short | Blobs]:
     """SingleMessageMetadata fields 1, 2, 3, 5, 6, 8 and 9 of every row, in that order."""
     fields: list[_Short | Blobs] = []
-    if columns.properties is not None:
-        fields.append(Blobs.of([_properties(p) for p in columns.properties]))
+    properties = columns.properties.encoded() if columns.properties is not None else None
+    if properties is not None:
+        fields.append(properties)
     if columns.keys is not None:
         fields.append(_tagged_varint(0x12, columns.keys.lengths, columns.has_key))
         fields.append(columns.keys)

@@ -21,8 +21,10 @@ from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.encode import (
     BatchBuilder,
+    Blobs,
     MessageColumns,
     OutgoingMessage,
+    PropertyBlobs,
     chunks,
     encode_records,
     routing_key,
@@ -134,6 +136,86 @@ def test_records_match_one_message_at_a_time(
     assert [bytes(records.span(i, i + 1)) for i in range(len(records))] == [
         one_record(message, first_sequence_id + i) for i, message in enumerate(messages)
     ]
+
+
+LONG = "é" * 100  # 200 bytes: its length is a two-byte varint, its pair's too
+LONGER = "v" * 20_000  # a three-byte varint
+PROPERTY_ROWS: list[list[tuple[str, str]] | None] = [
+    [],
+    [("a", "1")],
+    [("source", "bench"), ("trace-id", "0f1e2d3c")],
+    None,
+    [("", "")],
+    [("日本", "ünïcödé ✓"), ("", "empty name")],
+    [("name", "")],
+    [("long", "x" * 127)],  # the pair is 134 bytes: a two-byte varint, its value's one byte
+    [("long", "x" * 128), (LONG, LONG)],
+    [("longer", LONGER), ("k", "v"), (LONG, LONGER)],
+    [("k" * 16_384, "v" * 16_383)],
+    [],
+]
+
+
+@pytest.mark.parametrize(("start", "stop"), [(0, len(PROPERTY_ROWS)), (2, 10), (3, 4), (0, 1)])
+def test_properties_are_encoded_as_one_message_at_a_time(start: int, stop: int) -> None:
+    """Each row's properties field, and so its record, as ``BatchBuilder.add`` writes it: with
+    no, one and two pairs, empty and non-ASCII names and values, lengths whose varints take
+    one, two and three bytes, null maps, and rows cut from an Arrow array at an offset."""
+    properties = pa.array(PROPERTY_ROWS, pa.map_(pa.string(), pa.string()))
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([b"v%d" % i for i in range(len(PROPERTY_ROWS))]),
+            "properties": properties,
+        }
+    ).slice(start, stop - start)
+    columns = Rows.of(batch).columns()
+    messages = expected_messages(batch)
+    assert [columns.message(i) for i in range(len(columns))] == messages
+
+    records = encode_records(columns, 7)
+    assert [bytes(records.span(i, i + 1)) for i in range(len(records))] == [
+        one_record(message, 7 + i) for i, message in enumerate(messages)
+    ]
+    halves = len(columns) // 2
+    assert [
+        bytes(encode_records(columns.slice(0, halves), 7).data),
+        bytes(encode_records(columns.slice(halves, len(columns)), 7 + halves).data),
+    ] == [bytes(records.span(0, halves)), bytes(records.span(halves, len(records)))]
+
+
+def test_null_maps_over_pairs_have_no_properties() -> None:
+    """A null map's offsets may still span pairs (Arrow allows it): they are not sent."""
+    properties = pa.MapArray.from_arrays(
+        pa.array([0, 1, 3, 4, 4], pa.int32()),
+        pa.array(["a", "b", "c", "d"]),
+        pa.array(["1", "2", "3", "4"]),
+        mask=pa.array([False, True, False, True]),
+    )
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"w"] * 4), "properties": properties})
+    columns = Rows.of(batch.slice(1)).columns()
+    assert [columns.message(i).properties for i in range(3)] == [(), (("d", "4"),), ()]
+    records = encode_records(columns, 0)
+    assert bytes(records.data) == b"".join(
+        one_record(columns.message(i), i) for i in range(len(columns))
+    )
+
+
+def test_property_blobs_of_rows() -> None:
+    rows = [(), (("a", "1"), ("日本", "")), (), (("k", "v"),)]
+    properties = PropertyBlobs.of(rows)
+    assert [properties[i] for i in range(len(rows))] == rows
+    assert [properties.slice(1, 4)[i] for i in range(3)] == rows[1:]
+    assert PropertyBlobs.of([(), ()]).encoded() is None
+    encoded = properties.encoded()
+    assert encoded is not None
+    assert [encoded[i] for i in range(len(rows))] == [
+        b"",
+        b"\x0a\x06\x0a\x01a\x12\x011" + b"\x0a\x0a\x0a\x06" + "日本".encode() + b"\x12\x00",
+        b"",
+        b"\x0a\x06\x0a\x01k\x12\x01v",
+    ]
+    columns = MessageColumns(Blobs.of([b"x"] * len(rows)), properties=properties)
+    assert [columns.message(i).properties for i in range(len(rows))] == rows
 
 
 def test_rows_without_any_key_value_are_unkeyed() -> None:
