@@ -122,7 +122,6 @@ class Producer:
         """Wrap a producer the broker has accepted; use :meth:`create` instead."""
         self.topic = topic
         self._txn = txn
-        self._txnid = None if txn is None else (txn.most_bits, txn.least_bits)
         self._schema = schema
         self._lookup = lookup
         self._settings = settings
@@ -402,7 +401,7 @@ class Producer:
             highest_sequence_id=sent.highest_sequence_id,
             is_chunk=sent.is_chunk,
             section=sent.section,
-            txnid=self._txnid,
+            txn=self._txn,
         )
 
     def _write(self, sent: Sent) -> None:

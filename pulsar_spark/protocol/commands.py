@@ -10,6 +10,7 @@ from pulsar_spark._version import __version__
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import encode_command, encode_payload_frame
+from pulsar_spark.protocol.transactions import TxnId
 
 Type = pb.BaseCommand.Type
 
@@ -304,13 +305,13 @@ def send(
     highest_sequence_id: int,
     is_chunk: bool,
     section: bytes,
-    txnid: tuple[int, int] | None = None,
+    txn: TxnId | None = None,
 ) -> bytes:
     """A SEND frame: the command plus a checksummed payload section (see
     :func:`~pulsar_spark.protocol.payload.encode_payload_section`)."""
     command = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
-    if txnid is not None:  # (most, least significant bits): published in that transaction
-        command.txnid_most_bits, command.txnid_least_bits = txnid
+    if txn is not None:  # published in that transaction
+        command.txnid_most_bits, command.txnid_least_bits = txn.most_bits, txn.least_bits
     if num_messages > 1:
         command.num_messages = num_messages
     if highest_sequence_id > sequence_id:

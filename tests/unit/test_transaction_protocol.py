@@ -79,7 +79,7 @@ def test_send_in_a_transaction() -> None:
         pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"x"
     )
 
-    def sent(txnid: tuple[int, int] | None) -> pb.CommandSend:
+    def sent(txn: TxnId | None) -> pb.CommandSend:
         frame = commands.send(
             producer_id=1,
             sequence_id=0,
@@ -87,14 +87,14 @@ def test_send_in_a_transaction() -> None:
             highest_sequence_id=0,
             is_chunk=False,
             section=section,
-            txnid=txnid,
+            txn=txn,
         )
         return command_of(frame).send
 
     plain = sent(None)
     assert not plain.HasField("txnid_most_bits")
     assert not plain.HasField("txnid_least_bits")
-    stamped = sent((TXN.most_bits, TXN.least_bits))
+    stamped = sent(TXN)
     assert (stamped.txnid_most_bits, stamped.txnid_least_bits) == (3, 2**63 + 5)
 
 
