@@ -112,12 +112,19 @@ def _partitions_of(lookup: Lookup, topic: str) -> list[PartitionRef]:
 
 
 def match_pattern(lookup: Lookup, selection: TopicSelection) -> list[str]:
-    """The topics (partitioned topics by their own name) of a ``topicsPattern`` selection."""
+    """The topics (partitioned topics by their own name) of a ``topicsPattern`` selection.
+
+    Topics whose local name starts with ``__`` are internal (Pulsar's own, such as
+    ``__change_events``, and this connector's transaction registry) and never match."""
     assert selection.pattern is not None and selection.pattern_namespace is not None
     regex = re.compile(selection.pattern)
     names = lookup.topics_of_namespace(selection.pattern_namespace)
     bases = sorted({TopicName.parse(n).base_name for n in names})
-    return [b for b in bases if regex.fullmatch(b)]
+    return [b for b in bases if regex.fullmatch(b) and not _internal(b)]
+
+
+def _internal(topic: str) -> bool:
+    return TopicName.parse(topic).local_name.startswith("__")
 
 
 def last_message_id(lookup: Lookup, ref: PartitionRef) -> MessageId | None:

@@ -46,23 +46,40 @@ def matching_topics(apache_broker: ApacheBroker, client: pulsar.Client) -> dict[
     return {"stem": stem, "plain": plain, "parts": parts}
 
 
+def read_pattern(spark: SparkSession, apache_broker: ApacheBroker, pattern: str) -> list[Message]:
+    df = (
+        spark.read.format("pulsar")
+        .option("service.url", apache_broker.service_url)
+        .option("topicsPattern", pattern)
+        .load()
+    )
+    return as_messages(df)
+
+
 def test_a_batch_read_takes_every_topic_whose_whole_name_matches(
     spark: SparkSession, apache_broker: ApacheBroker, client: pulsar.Client
 ) -> None:
     topics = matching_topics(apache_broker, client)
-    df = (
-        spark.read.format("pulsar")
-        .option("service.url", apache_broker.service_url)
-        .option("topicsPattern", f"{topics['stem']}-.*")
-        .load()
-    )
-    rows = as_messages(df)
+    rows = read_pattern(spark, apache_broker, f"{topics['stem']}-.*")
     assert rows == sorted(topics["plain"] + topics["parts"])
     assert {(m.topic, m.partition) for m in rows} == {
         (full(f"{topics['stem']}-plain"), -1),
         (full(f"{topics['stem']}-parts"), 0),
         (full(f"{topics['stem']}-parts"), 1),
     }
+
+
+def test_a_pattern_never_matches_internal_topics(
+    spark: SparkSession, apache_broker: ApacheBroker, client: pulsar.Client
+) -> None:
+    """Topics whose name starts with ``__`` (Pulsar's own, the transaction registry) are left
+    out even when the pattern matches them."""
+    stem = f"pat-{uuid.uuid4().hex[:8]}"
+    shown = publish(client, f"{stem}-shown", drafts(3, "shown"))
+    publish(client, f"__{stem}-internal", drafts(2, "internal"))
+    rows = read_pattern(spark, apache_broker, f"(__)?{stem}-.*")
+    assert rows == sorted(shown)
+    assert {m.topic for m in rows} == {full(f"{stem}-shown")}
 
 
 def test_a_stream_reads_a_matching_topic_created_while_it_runs(
