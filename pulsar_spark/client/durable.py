@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 
 from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.consumer import last_entry
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import PulsarSparkError, server_error_for
 from pulsar_spark.message_id import MessageId
@@ -105,6 +106,14 @@ def mark_delete_position(
     ledger's first), as the broker reports it to a consumer asking for the last message id;
     None when the broker does not report it. Creates the subscription, at the earliest
     position, if it does not exist."""
+    return subscription_bounds(lookup, topic, subscription, timeout=timeout)[0]
+
+
+def subscription_bounds(
+    lookup: Lookup, topic: str, subscription: str, *, timeout: float
+) -> tuple[MessageId | None, MessageId | None]:
+    """``subscription``'s mark-delete position (see :func:`mark_delete_position`) and the
+    topic's last entry (None when it holds none), from one answer of the broker."""
     attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
     try:
         attached.subscribe()
@@ -120,10 +129,27 @@ def mark_delete_position(
             attached.close()
     finally:
         attached.connection.unregister_consumer(attached.consumer_id)
+    last = last_entry(response.last_message_id)
     if not response.HasField("consumer_mark_delete_position"):
-        return None
+        return None, last
     position = response.consumer_mark_delete_position
-    return MessageId(position.ledgerId, position.entryId, -1, position.partition)
+    # entry -1 (nothing of the ledger acknowledged) travels as the uint64 2^64 - 1
+    return MessageId.from_wire(position.ledgerId, position.entryId, -1, position.partition), last
+
+
+def remove_subscription(lookup: Lookup, topic: str, subscription: str, *, timeout: float) -> None:
+    """Delete ``subscription`` from ``topic`` (attaching to it first, which creates it if it
+    is gone already)."""
+    attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
+    try:
+        attached.subscribe()
+        attached.connection.request(
+            lambda rid: commands.unsubscribe(consumer_id=attached.consumer_id, request_id=rid),
+            what=f"delete subscription {subscription} on {topic}",
+            timeout=timeout,
+        )
+    finally:
+        attached.connection.unregister_consumer(attached.consumer_id)
 
 
 class AttachedConsumer:

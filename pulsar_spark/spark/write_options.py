@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.client.settings import ClientSettings, ProducerSettings
+from pulsar_spark.client.transaction_registry import REGISTRY_TOPIC
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
@@ -39,7 +40,7 @@ from pulsar_spark.spark.write_schemas import (
     WriteSchemas,
     schema_format,
 )
-from pulsar_spark.topic import full_topic_name
+from pulsar_spark.topic import TopicName, full_topic_name
 
 PRODUCER_COMPRESSION = "pulsar.producer.compressionType"
 PRODUCER_BATCHING = "pulsar.producer.batchingEnabled"
@@ -50,6 +51,7 @@ PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
 PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
 TRANSACTIONAL = "transactional"
 TRANSACTION_TIMEOUT_MS = "transactionTimeoutMs"
+TRANSACTION_REGISTRY_TOPIC = "transactionRegistryTopic"
 ENABLE_TRANSACTION = "pulsar.client.enableTransaction"
 
 WRITE_OPTIONS = (
@@ -70,6 +72,7 @@ WRITE_OPTIONS = (
     KEY_SCHEMA + DEFINITION,
     TRANSACTIONAL,
     TRANSACTION_TIMEOUT_MS,
+    TRANSACTION_REGISTRY_TOPIC,
     *CLIENT_OPTIONS,
 )
 # Java producer settings accepted for compatibility, with a warning that they change nothing.
@@ -139,6 +142,7 @@ class WriteOptions:
     definitions: tuple[tuple[str, str], ...] = ()  # (option, its Avro schema text)
     schemas: WriteSchemas | None = None  # resolved against the DataFrame's schema
     transaction_timeout_ms: int | None = None  # None: not transactional
+    transaction_registry: str | None = None  # the registry topic of a transactional write
     checkpoint: str | None = None  # a streaming query's checkpointLocation
 
     @classmethod
@@ -170,6 +174,7 @@ class WriteOptions:
         )
         return cls(
             transaction_timeout_ms=_transaction_timeout(opts),
+            transaction_registry=_transaction_registry(opts, topic),
             checkpoint=opts.get("checkpointLocation"),
             value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
             key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
@@ -188,6 +193,30 @@ class WriteOptions:
                 encryption=producer_encryption(opts),
             ),
         )
+
+
+def _transaction_registry(opts: OptionValues, topic: str | None) -> str | None:
+    """The topic where a transactional write's tasks announce their transactions: the option,
+    or :data:`REGISTRY_TOPIC` in the written topic's namespace (``public/default`` when the
+    rows name their topics); None for a plain write."""
+    given = opts.get(TRANSACTION_REGISTRY_TOPIC)
+    if not opts.boolean(TRANSACTIONAL, default=False):
+        if given is not None:
+            raise ConfigurationError(
+                f"option {TRANSACTION_REGISTRY_TOPIC!r} applies to transactional writes only: "
+                f"set {TRANSACTIONAL!r} to true, or leave it out"
+            )
+        return None
+    if given is not None:
+        name = TopicName.parse(given)
+        if name.partition_index >= 0:
+            raise ConfigurationError(
+                f"option {TRANSACTION_REGISTRY_TOPIC!r} names a partition ({given!r}): give "
+                "a non-partitioned topic"
+            )
+        return name.full_name
+    namespace = TopicName.parse(topic).namespace_name if topic is not None else "public/default"
+    return f"persistent://{namespace}/{REGISTRY_TOPIC}"
 
 
 def _transaction_timeout(opts: OptionValues) -> int | None:

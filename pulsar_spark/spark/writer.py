@@ -51,16 +51,19 @@ from pyspark.sql.types import (
 from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, Rows
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
+from pulsar_spark.client.transaction_registry import TransactionRegistry
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
 from pulsar_spark.spark.planning import make_lookup
 from pulsar_spark.spark.transactional import (
     TaskTransaction,
-    abort_all,
+    abort_batch,
+    abort_epoch,
+    batch_registry,
     commit_batch,
     commit_epoch,
-    transactions_of,
+    stream_registry,
 )
 from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
@@ -142,7 +145,9 @@ class PulsarCommitMessage(WriterCommitMessage):
 class _TaskWriter:
     """One task's producers, created on first use per topic-partition."""
 
-    def __init__(self, options: WriteOptions, write_id: str) -> None:
+    def __init__(
+        self, options: WriteOptions, write_id: str, registry: TransactionRegistry | None
+    ) -> None:
         self.options = options
         self.lookup: Lookup = make_lookup(options.client)
         context = TaskContext.get()
@@ -155,7 +160,9 @@ class _TaskWriter:
         self.counts: dict[str, int] = {}
         self.transaction: TaskTransaction | None = None
         if options.transaction_timeout_ms is not None:
-            self.transaction = TaskTransaction(self.lookup, options.transaction_timeout_ms)
+            self.transaction = TaskTransaction(
+                self.lookup, options.transaction_timeout_ms, registry
+            )
             self.name_prefix += f"-{self.transaction.attempt}"
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
@@ -271,36 +278,38 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
         self.write_id = uuid.uuid4().hex[:12]  # made once on the driver: retries share it
+        self.registry = batch_registry(options, self.write_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
-        return _TaskWriter(self.options, self.write_id).write(iterator)
+        return _TaskWriter(self.options, self.write_id, self.registry).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit the tasks' transactions (transactional writes); nothing to do otherwise."""
-        commit_batch(self.options, messages)
+        commit_batch(self.options, messages, self.registry)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Abort the tasks' transactions (transactional writes); sent messages of a plain
         write cannot be taken back."""
-        abort_all(self.options, transactions_of(messages))
+        abort_batch(self.options, messages, self.registry)
 
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
+        self.registry = stream_registry(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PulsarCommitMessage:
-        return _TaskWriter(self.options, _streaming_write_id()).write(iterator)
+        return _TaskWriter(self.options, _streaming_write_id(), self.registry).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Every message already has its receipt; a transactional write commits the
         micro-batch's transactions, once per micro-batch."""
-        commit_epoch(self.options, messages, batchId)
+        commit_epoch(self.options, messages, batchId, self.registry)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Sent messages cannot be taken back (the retried micro-batch resends them); a
         transactional write aborts its transactions."""
-        abort_all(self.options, transactions_of(messages))
+        abort_epoch(self.options, messages, self.registry)
 
 
 def _streaming_write_id() -> str:

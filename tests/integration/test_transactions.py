@@ -15,6 +15,7 @@ client, and what reads see of transactions.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from pyspark.errors import PythonException
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from support.apache_fixtures import create_partitioned_topic
 from support.streaming import Batches, read_available_now
@@ -113,7 +114,7 @@ RETRIED_JOB = textwrap.dedent(
         .option("service.url", url)
         .option("topic", topic)
         .option("transactional", "true")
-        .option("transactionTimeoutMs", "90000")
+        .option("transactionTimeoutMs", "600000")
         .option("pulsar.producer.batchingMaxMessages", "50")
         .mode("append")
         .save()
@@ -172,17 +173,30 @@ def test_retried_task_is_committed_once_and_nothing_shows_before(
             job.wait()
     assert job.returncode == 0, err
     assert "job committed" in out
-    # the failed attempt's transaction, if its writer returned before Spark failed the task,
-    # holds readers back until its timeout (90 s after it opened)
+    # The failed attempt's transaction is ended at once, not at its 10 minute timeout: by its
+    # guard when Spark killed the attempt's worker, or, when its writer returned before Spark
+    # failed the task (Spark then drops its commit message), by the driver, which read it in
+    # the write's transaction registry. Until then it would hold readers back.
     everything = [str(i) for i in range(2000)]
-    got = eventually(lambda: sorted(values_of(read_partitioned(official, topic, 2)), key=int), 2000)
+    got = eventually(
+        lambda: sorted(values_of(read_partitioned(official, topic, 2)), key=int), 2000, 20
+    )
     assert got == everything
+    assert registry_subscriptions(apache_broker) == {}
     assert published(apache_broker, topic) >= 2000 + before - 1000  # the failed attempt's too
     ours = read_with_spark(spark, apache_broker, topic)
     assert sorted((r["value"].decode() for r in ours), key=int) == everything
 
 
-def eventually(read: Callable[[], list[str]], count: int, within: float = 150.0) -> list[str]:
+def registry_subscriptions(apache_broker: ApacheBroker) -> dict[str, int]:
+    """The subscriptions on the default transaction registry with their backlogs; a batch
+    write deletes its own once it committed or aborted."""
+    path = "/admin/v2/persistent/public/default/__pulsar_spark_transactions/stats"
+    subscriptions = apache_broker.admin("GET", path)["subscriptions"]
+    return {name: int(stats["msgBacklog"]) for name, stats in subscriptions.items()}
+
+
+def eventually(read: Callable[[], list[str]], count: int, within: float) -> list[str]:
     """What ``read`` returns once it holds ``count`` values, or at ``within`` seconds."""
     deadline = time.monotonic() + within
     while len(got := read()) < count and time.monotonic() < deadline:
@@ -228,21 +242,22 @@ def test_failed_job_leaves_nothing_visible_and_nothing_open(
                 apache_broker,
                 topic=topic,
                 transactional="true",
-                transactionTimeoutMs="20000",
+                transactionTimeoutMs="600000",
                 **{"pulsar.producer.batchingMaxMessages": "50"},
             )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert published(apache_broker, topic) >= 100  # sent, then aborted
     assert values_of(read_partitioned(official, topic, 2)) == []
-    # A plain write after it becomes readable once the job's transactions are ended: at once
-    # for those aborted, after their 20 s timeout for a task's whose writer returned before
-    # Spark failed the task (its commit message is dropped).
+    # A plain write after it is readable at once: the job's transactions were all aborted,
+    # also that of a task whose writer returned before Spark failed it (Spark drops its commit
+    # message; the driver found it in the registry), long before their 10 minute timeout.
     after = spark.createDataFrame([(f"after-{i}",) for i in range(10)], "value string")
     write(after, apache_broker, topic=topic)
     expected = [f"after-{i}" for i in range(10)]
-    got = eventually(lambda: sorted(values_of(read_partitioned(official, topic, 2))), 10, 60)
+    got = eventually(lambda: sorted(values_of(read_partitioned(official, topic, 2))), 10, 20)
     assert got == expected
+    assert registry_subscriptions(apache_broker) == {}
     ours = sorted(r["value"].decode() for r in read_with_spark(spark, apache_broker, topic))
     assert ours == expected
 
@@ -273,6 +288,9 @@ def test_stream_micro_batch_run_again_is_committed_once(
     expected = [v for name in ("a0", "a1", "b0") for v in stream.rows[name]]
     assert sorted(got) == sorted(expected)
     assert len(got) == 900
+    # the query's registry subscription stays, read through at every commit
+    digest = hashlib.sha256(str(tmp_path / "ck").encode()).hexdigest()[:16]
+    assert registry_subscriptions(apache_broker)[f"pulsar-spark-query-{digest}"] == 0
 
 
 def run_transactional(stream: FileStream) -> None:
@@ -331,7 +349,7 @@ def test_broker_without_coordinator_refuses_a_transactional_write(
 ) -> None:
     df = spark.range(10).selectExpr("cast(id as string) as value")
     started = time.monotonic()
-    with pytest.raises(PythonException) as info:
+    with pytest.raises(AnalysisException) as info:  # on the driver, before any task
         write(
             df,
             lite_broker,

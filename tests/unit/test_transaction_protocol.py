@@ -9,11 +9,13 @@ from typing import Any, ClassVar
 
 import pytest
 
+from pulsar_spark.client.transaction_registry import Announcements
 from pulsar_spark.errors import (
     ConfigurationError,
     TransactionCoordinatorNotFoundError,
     TransactionNotFoundError,
 )
+from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol import transactions as txn_commands
 from pulsar_spark.protocol.connection import ClientConnection, Response
@@ -192,9 +194,40 @@ def test_transactional_write_options() -> None:
     )
 
 
+def test_the_registry_topic_is_in_the_written_topics_namespace() -> None:
+    assert write_options().transaction_registry is None
+    assert (
+        write_options(transactional="true").transaction_registry
+        == "persistent://public/default/__pulsar_spark_transactions"
+    )
+    assert (
+        WriteOptions.parse(
+            {**URL, "topic": "persistent://acme/orders/t", "transactional": "true"}
+        ).transaction_registry
+        == "persistent://acme/orders/__pulsar_spark_transactions"
+    )
+    rows_name_topics = WriteOptions.parse({**URL, "transactional": "true"})
+    assert (
+        rows_name_topics.transaction_registry
+        == "persistent://public/default/__pulsar_spark_transactions"
+    )
+    given = write_options(transactional="true", transactionRegistryTopic="ops/txn/registry")
+    assert given.transaction_registry == "persistent://ops/txn/registry"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
+        (
+            {"transactionRegistryTopic": "r"},
+            "option 'transactionRegistryTopic' applies to transactional writes only: set "
+            "'transactional' to true, or leave it out",
+        ),
+        (
+            {"transactional": "true", "transactionRegistryTopic": "r-partition-1"},
+            "option 'transactionRegistryTopic' names a partition ('r-partition-1'): give a "
+            "non-partitioned topic",
+        ),
         ({"transactional": "yes"}, "option 'transactional' must be 'true' or 'false', got 'yes'"),
         (
             {"transactional": "true", "transactionTimeoutMs": "0"},
@@ -248,14 +281,14 @@ def test_a_micro_batch_is_committed_once(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(Coordinators, "ended", [])
     options = write_options(transactional="true", checkpointLocation=str(tmp_path))
     first = [transactional_message((0, 1)), None, transactional_message((1, 2))]
-    transactional.commit_epoch(options, first, 7)
+    transactional.commit_epoch(options, first, 7, None)
     assert Coordinators.ended == [("commit", TxnId(0, 1)), ("commit", TxnId(1, 2))]
     assert (tmp_path / "pulsar-transactions" / "7").read_text() == "0,1\n1,2\n"
     # the same micro-batch run again (its commit was not logged): its new transactions are
     # aborted, not committed
-    transactional.commit_epoch(options, [transactional_message((0, 3))], 7)
+    transactional.commit_epoch(options, [transactional_message((0, 3))], 7, None)
     assert Coordinators.ended[2:] == [("abort", TxnId(0, 3))]
-    transactional.commit_epoch(options, [transactional_message((0, 4))], 8)
+    transactional.commit_epoch(options, [transactional_message((0, 4))], 8, None)
     assert Coordinators.ended[3:] == [("commit", TxnId(0, 4))]
     assert sorted(p.name for p in (tmp_path / "pulsar-transactions").iterdir()) == ["7", "8"]
 
@@ -268,5 +301,67 @@ def transactional_message(*ids: tuple[int, int]) -> Any:
 
 def test_a_plain_stream_write_records_nothing(tmp_path: Path) -> None:
     options = write_options(checkpointLocation=str(tmp_path))
-    transactional.commit_epoch(options, [transactional_message()], 3)
+    transactional.commit_epoch(options, [transactional_message()], 3, None)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- what the registry tells the driver ---------------------------------------------------------
+
+
+class Registry:
+    """Stands in for a TransactionRegistry holding ``announced``; records what the driver does
+    with it."""
+
+    def __init__(self, announced: tuple[TxnId, ...]) -> None:
+        self.announced = announced
+        self.done: list[str] = []
+        self.topic, self.name = "persistent://public/default/r", "pulsar-spark-write-w"
+
+    def read(self, lookup: object) -> Announcements:
+        return Announcements(self.announced, MessageId(3, len(self.announced) - 1))
+
+    def acknowledge(self, lookup: object, through: MessageId) -> None:
+        self.done.append(f"acknowledge {through.ledger_id}:{through.entry_id}")
+
+    def close(self, lookup: object) -> None:
+        self.done.append("close")
+
+
+def test_the_driver_aborts_announced_transactions_spark_did_not_keep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transactional, "TransactionCoordinators", Coordinators)
+    monkeypatch.setattr(Coordinators, "ended", [])
+    registry = Registry((TxnId(0, 1), TxnId(1, 1), TxnId(0, 2), TxnId(0, 2)))
+    kept = [transactional_message((0, 1)), transactional_message((0, 2))]
+    transactional.commit_batch(write_options(transactional="true"), kept, registry)  # type: ignore[arg-type]
+    assert Coordinators.ended == [
+        ("abort", TxnId(1, 1)),  # a dropped attempt's, before the kept ones are committed
+        ("commit", TxnId(0, 1)),
+        ("commit", TxnId(0, 2)),
+    ]
+    assert registry.done == ["close"]
+
+
+def test_an_aborted_write_aborts_every_announced_transaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transactional, "TransactionCoordinators", Coordinators)
+    monkeypatch.setattr(Coordinators, "ended", [])
+    registry = Registry((TxnId(0, 1), TxnId(1, 1)))
+    messages = [transactional_message((0, 1)), None]
+    transactional.abort_batch(write_options(transactional="true"), messages, registry)  # type: ignore[arg-type]
+    assert Coordinators.ended == [("abort", TxnId(0, 1)), ("abort", TxnId(1, 1))]
+    assert registry.done == ["close"]
+
+
+def test_a_micro_batch_acknowledges_what_it_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(transactional, "TransactionCoordinators", Coordinators)
+    monkeypatch.setattr(Coordinators, "ended", [])
+    options = write_options(transactional="true", checkpointLocation=str(tmp_path))
+    registry = Registry((TxnId(0, 7), TxnId(0, 8)))
+    transactional.commit_epoch(options, [transactional_message((0, 8))], 4, registry)  # type: ignore[arg-type]
+    assert Coordinators.ended == [("abort", TxnId(0, 7)), ("commit", TxnId(0, 8))]
+    assert registry.done == ["acknowledge 3:1"]
