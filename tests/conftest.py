@@ -45,6 +45,7 @@ pytest_plugins = [
     "support.broker_fixtures",
     "support.apache_fixtures",
     "support.apache_secure",
+    "support.geo_fixtures",
     "support.tubemq_fixtures",
 ]
 
