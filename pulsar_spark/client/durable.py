@@ -22,19 +22,31 @@ not acknowledged.
 
 Acks name the partition index in their message id (``MessageIdData.partition``): pulsar-lite
 ignores an ack on a partition without it.
+
+A *replicated* subscription (``replicated=True``: Apache Pulsar's ``replicateSubscriptionState``)
+is created, or switched, to have its position copied to the other clusters of a geo-replicated
+topic. A broker maps a position to the other clusters' ids only through the snapshot markers
+its dispatcher has read on that subscription's behalf, so acknowledging alone would never move
+the subscription elsewhere: before the ack, the consumer is given permits and lets the broker
+dispatch through ``position`` (:meth:`AttachedConsumer.dispatch_through`), discarding what
+comes. The broker then sends the mapped position to the other clusters with the ack.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.consumer import last_entry
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import PulsarSparkError, server_error_for
+from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError, server_error_for
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.connection import is_pulsar_lite
+from pulsar_spark.protocol.decode import is_batch
+from pulsar_spark.protocol.payload import parse_payload_section
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +70,34 @@ def cumulative_acks(position: MessageId, *, whole_entries_only: bool) -> list[Me
     return acks
 
 
-class _Detached:
-    """The consumer's handler: it is given no permits, so nothing arrives."""
+DISPATCH_GRANT = 1000
+"""Permits a replicated subscription's consumer is given at a time while it lets the broker
+dispatch through a position."""
+
+DISPATCH_QUIET = 2.0
+"""Seconds without a delivery after which dispatching through a position ends anyway (the
+subscription had read past it before)."""
+
+
+class _Dispatched:
+    """The consumer's handler: it notes how far the broker has dispatched and how many
+    messages (permits) that took, and drops what arrives. Given no permits, nothing does."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.last: tuple[int, int] | None = None  # (ledger, entry) of the latest delivery
+        self.messages = 0
 
     def on_message(self, message: pb.CommandMessage, payload: memoryview | None) -> None:
-        pass
+        metadata = parse_payload_section(payload or b"").metadata
+        with self.changed:
+            self.last = (message.message_id.ledgerId, message.message_id.entryId)
+            self.messages += metadata.num_messages_in_batch if is_batch(metadata) else 1
+            self.changed.notify_all()
 
     def on_closed(self, error: PulsarSparkError) -> None:
-        pass
+        with self.changed:
+            self.changed.notify_all()
 
 
 def acknowledge_through(
@@ -76,15 +108,21 @@ def acknowledge_through(
     *,
     timeout: float,
     batch_size: int | None = None,
+    replicated: bool = False,
 ) -> list[MessageId]:
     """Make sure ``subscription`` exists on ``topic`` (one partition) and acknowledge every
     message through ``position`` (which carries the partition index, or -1); return the acks
     sent. ``batch_size``, when known, is the number of messages of the batched entry
     ``position`` lies inside (see :func:`~pulsar_spark.protocol.commands.ack_cumulative_through`).
+    ``replicated``: the subscription is a replicated one (see the module docstring).
     Raises the broker's or the connection's error; retrying is the caller's choice."""
-    attached = AttachedConsumer(lookup.connect_to_owner(topic), topic, subscription, timeout)
+    attached = AttachedConsumer(
+        lookup.connect_to_owner(topic), topic, subscription, timeout, replicated=replicated
+    )
     try:
         attached.subscribe()
+        if replicated and not position.is_earliest:
+            attached.dispatch_through(position)
         acks = cumulative_acks(
             position, whole_entries_only=is_pulsar_lite(attached.connection.server_version)
         )
@@ -156,14 +194,22 @@ class AttachedConsumer:
     """One consumer on the subscription, for the moment of an acknowledgement."""
 
     def __init__(
-        self, connection: Connection, topic: str, subscription: str, timeout: float
+        self,
+        connection: Connection,
+        topic: str,
+        subscription: str,
+        timeout: float,
+        *,
+        replicated: bool = False,
     ) -> None:
         self.connection = connection
         self.topic = topic
         self.subscription = subscription
         self.timeout = timeout
+        self.replicated = replicated
         self.consumer_id = connection.new_id()
-        connection.register_consumer(self.consumer_id, _Detached())
+        self._dispatched = _Dispatched()
+        connection.register_consumer(self.consumer_id, self._dispatched)
 
     def subscribe(self) -> None:
         self.connection.request(
@@ -173,10 +219,36 @@ class AttachedConsumer:
                 consumer_id=self.consumer_id,
                 request_id=rid,
                 consumer_name=f"{self.subscription}-pulsar-spark",
+                replicated=self.replicated,
             ),
             what=f"subscribe {self.subscription} (durable) to {self.topic}",
             timeout=self.timeout,
         )
+
+    def dispatch_through(self, position: MessageId) -> None:
+        """Let the broker dispatch the subscription's messages through ``position``'s entry
+        (dropped as they come), so that it reads the snapshot markers up to there; end
+        early once it has been silent for :data:`DISPATCH_QUIET` seconds (it had dispatched
+        past ``position`` before), or fail after the consumer's timeout."""
+        dispatched = self._dispatched
+        deadline = time.monotonic() + self.timeout
+        granted = self._grant(DISPATCH_GRANT)
+        with dispatched.changed:
+            while dispatched.last is None or dispatched.last < position.entry:
+                if self.connection.closed or time.monotonic() >= deadline:
+                    raise RequestTimeoutError(
+                        f"{self.subscription} on {self.topic}: the broker did not dispatch "
+                        f"through {position} within {self.timeout:g}s"
+                    )
+                seen = dispatched.messages
+                if not dispatched.changed.wait(DISPATCH_QUIET) and seen == dispatched.messages:
+                    return
+                if granted - dispatched.messages < DISPATCH_GRANT // 2:
+                    granted += self._grant(DISPATCH_GRANT)
+
+    def _grant(self, permits: int) -> int:
+        self.connection.send(commands.flow(consumer_id=self.consumer_id, permits=permits))
+        return permits
 
     def ack(self, position: MessageId, batch_size: int | None = None) -> None:
         what = f"acknowledge {self.subscription} on {self.topic} through {position}"

@@ -128,9 +128,13 @@ def subscribe_durable(
     consumer_id: int,
     request_id: int,
     consumer_name: str,
+    replicated: bool = False,
 ) -> bytes:
     """A durable Failover subscription, created at the earliest position when it does not
-    exist (an existing one keeps its cursor).
+    exist (an existing one keeps its cursor). ``replicated`` asks Apache Pulsar to replicate
+    the subscription's position to the other clusters of a geo-replicated topic
+    (``replicate_subscription_state``, left out otherwise: a subscription already replicated
+    stays so).
 
     Durable subscriptions ignore ``start_message_id``; only ``initialPosition`` counts, and
     only at creation, so the caller positions a new subscription with a cumulative ack.
@@ -140,6 +144,8 @@ def subscribe_durable(
     command = _subscribe_earliest(topic, subscription, consumer_id, request_id, consumer_name)
     command.subType = pb.CommandSubscribe.Failover
     command.durable = True
+    if replicated:
+        command.replicate_subscription_state = True
     return _frame(Type.SUBSCRIBE, subscribe=command)
 
 

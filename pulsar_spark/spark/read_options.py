@@ -80,6 +80,7 @@ MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 SUBSCRIPTION_NAME = "subscriptionName"
 PREDEFINED_SUBSCRIPTION = "predefinedSubscription"  # streamnative/pulsar-spark's name for it
+REPLICATE_SUBSCRIPTION_STATE = "replicateSubscriptionState"  # the Java consumer's name
 VALUE_FORMAT = "valueFormat"
 VALUE_FORMATS = ("auto", "raw")
 # streamnative/pulsar-spark's option: a stream on a topic that does not exist yet waits for it
@@ -103,6 +104,7 @@ READ_OPTIONS = (
     RECEIVER_QUEUE_SIZE,
     SUBSCRIPTION_NAME,
     PREDEFINED_SUBSCRIPTION,
+    REPLICATE_SUBSCRIPTION_STATE,
     VALUE_FORMAT,
     VALUE_SCHEMA,
     VALUE_SCHEMA + DEFINITION,
@@ -219,6 +221,8 @@ class ReadOptions:
     max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
     subscription: str | None = None  # durable subscription holding the stream's position
+    # The subscription's position is replicated to the topic's other clusters.
+    replicate_subscription_state: bool = False
     value_format: str = "auto"  # auto: value typed by the topic's schema; raw: payload bytes
     # The schema given for the values (valueSchema), instead of the topic's.
     given_schema: SchemaInfo | None = None
@@ -251,6 +255,7 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
     starting = _starting(opts, rules)
     ending = _ending(opts, rules)
     value_format = _value_format(opts)
+    subscription = _subscription(opts, rules)
     return ReadOptions(
         client=client_settings(opts),
         topics=_topics(opts),
@@ -262,7 +267,8 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
         max_bytes_per_trigger=_max_per_trigger(opts, rules, MAX_BYTES_PER_TRIGGER),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
-        subscription=_subscription(opts, rules),
+        subscription=subscription,
+        replicate_subscription_state=_replicate_subscription_state(opts, subscription),
         value_format=value_format,
         given_schema=_given_schema(opts, value_format),
         decryption=ReaderDecryption(private_keys(opts), failure_action(opts)),
@@ -428,6 +434,19 @@ def _waiting_for_topic(opts: OptionValues, rules: _Rules) -> None:
             "a batch read of a topic that does not exist yet reads no rows at once, and a "
             "stream reads it as empty until it appears, with or without the option"
         )
+
+
+def _replicate_subscription_state(opts: OptionValues, subscription: str | None) -> bool:
+    """``replicateSubscriptionState``: the durable subscription is a replicated one; there
+    must be one."""
+    replicated = opts.boolean(REPLICATE_SUBSCRIPTION_STATE, default=False)
+    if replicated and subscription is None:
+        raise ConfigurationError(
+            f"option {REPLICATE_SUBSCRIPTION_STATE!r}='true' needs option {SUBSCRIPTION_NAME!r}: "
+            "it replicates the position of that durable subscription to the topic's other "
+            "clusters"
+        )
+    return replicated
 
 
 def _subscription(opts: OptionValues, rules: _Rules) -> str | None:

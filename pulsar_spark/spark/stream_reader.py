@@ -74,7 +74,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._keeper = (
             None
             if options.subscription is None
-            else SubscriptionKeeper(options.subscription, self._connect)
+            else SubscriptionKeeper(
+                options.subscription,
+                self._connect,
+                replicated=options.replicate_subscription_state,
+            )
         )
 
     def __getstate__(self) -> dict[str, Any]:

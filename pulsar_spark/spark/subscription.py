@@ -38,6 +38,16 @@ acknowledged, whatever the retention settings say.
   which covers everything before it. Until then the subscription holds *more* than it must,
   never less.
 
+- **Replicated, if asked.** With ``replicateSubscriptionState=true`` the subscription is
+  created as (or switched to) a replicated subscription: on a geo-replicated topic, Apache
+  Pulsar copies its position to the other clusters' subscriptions of the same name, at the
+  granularity of its snapshots (``replicatedSubscriptionsSnapshotFrequencyMillis``). Each
+  acknowledgement then lets the broker dispatch the subscription's messages through the
+  position first (:func:`~pulsar_spark.client.durable.acknowledge_through`): the broker
+  learns which position on the other clusters matches one on this cluster only from the
+  snapshot markers it reads while dispatching. The driver drops what is dispatched, so the
+  messages of each micro-batch are read once more from the broker, by the driver.
+
 The connector never deletes the subscription; ``pulsar-admin topics unsubscribe`` does.
 """
 
@@ -63,8 +73,11 @@ known."""
 class SubscriptionKeeper:
     """Moves the durable subscription ``name`` on each partition; see the module docstring."""
 
-    def __init__(self, name: str, connect: Callable[[], Lookup]) -> None:
+    def __init__(
+        self, name: str, connect: Callable[[], Lookup], *, replicated: bool = False
+    ) -> None:
         self.name = name
+        self.replicated = replicated
         self._connect = connect
         self.acknowledged: dict[str, MessageId] = {}  # partition name -> last acked through
 
@@ -125,6 +138,7 @@ class SubscriptionKeeper:
                 position,
                 timeout=lookup.timeout,
                 batch_size=batch_size,
+                replicated=self.replicated,
             )
 
         acks = lookup.retrying(attempt, f"acknowledging {self.name!r} on {partition}")

@@ -5,7 +5,8 @@ Messages written on ``c1`` (by our writer and by the official client) are read o
 copies with ``replicatedFrom`` = ``c1``; the snapshot markers the brokers write into such a
 topic (every ``SNAPSHOT_MS`` while it has a replicated subscription and new messages) are
 never rows, never counted by ``maxMessagesPerTrigger`` and never an offset, on either
-cluster.
+cluster; and a stream's durable subscription with ``replicateSubscriptionState`` moves on
+``c2`` as the stream commits on ``c1``.
 """
 
 from __future__ import annotations
@@ -73,15 +74,22 @@ def with_replicated_subscription(broker: ApacheBroker, topic: str, name: str) ->
 
 
 def publish_in_bursts(
-    broker: ApacheBroker, topic: str, bursts: int, size: int, *, batch_size: int = 0
+    broker: ApacheBroker,
+    topic: str,
+    bursts: int,
+    size: int,
+    *,
+    batch_size: int = 0,
+    first: int = 0,
 ) -> list[Message]:
-    """``bursts`` bursts of ``size`` keyed messages with properties, a snapshot period or
-    more apart, so that markers lie between them."""
+    """``bursts`` bursts of ``size`` keyed messages with properties (numbered from
+    ``first``), each followed by a pause of a few snapshot periods, so that markers lie
+    between them."""
     client = official_client(broker.service_url)
     sent: list[Message] = []
     try:
         for burst in range(bursts):
-            messages = drafts(size, f"b{burst}", first=burst * size)
+            messages = drafts(size, f"b{burst}", first=first + burst * size)
             sent += publish(client, topic, messages, batch_size=batch_size)
             time.sleep(SNAPSHOT_PAUSE)
     finally:
@@ -177,3 +185,62 @@ def test_markers_are_neither_counted_nor_offsets(
         assert batches.all() == messages
         ends = [json.loads(p.sources[0].endOffset) for p in query.recentProgress]
         assert ends == [{topic: messages[i].position()} for i in (6, 13, 20, 27, 34, 39)]
+
+
+def mark_delete(geo: GeoClusters, broker: ApacheBroker, topic: str, name: str) -> tuple[int, int]:
+    """(ledger, entry) through which subscription ``name`` of ``topic`` on ``broker`` is
+    acknowledged without gaps."""
+    cursors = geo.internal_stats(broker, topic)["cursors"]
+    assert isinstance(cursors, dict)
+    ledger, entry = cursors[name]["markDeletePosition"].split(":")
+    return int(ledger), int(entry)
+
+
+def still_held(geo: GeoClusters, broker: ApacheBroker, name: str, messages: list[Message]) -> int:
+    """How many of ``messages`` (read on ``broker``) subscription ``name`` still holds."""
+    through = mark_delete(geo, broker, messages[0].topic, name)
+    return sum((m.ledger, m.entry) > through for m in messages)
+
+
+def test_replicated_subscription_follows_on_c2(
+    spark: SparkSession, geo_clusters: GeoClusters, topic_name: str, tmp_path: Path
+) -> None:
+    """A stream on ``c1`` with subscriptionName and replicateSubscriptionState=true, run
+    (AvailableNow) after each of three bursts of 10 messages: its subscription on ``c1`` is a
+    replicated one, and the subscription of the same name on ``c2`` follows each commit
+    within a few snapshot periods. After each run, ``c2``'s holds at most the burst just
+    committed (its position moves at snapshot granularity: it may stop at the snapshot taken
+    before that burst), and by the end of the next run none of the bursts before."""
+    c1, c2 = geo_clusters.c1, geo_clusters.c2
+    topic = geo_clusters.topic(topic_name)
+    name = "spark-geo"
+    c1.admin("PUT", topic.replace("persistent://", "/admin/v2/persistent/"))
+    with_replicated_subscription(c2, topic, name)  # Apache moves an existing one only
+    sent: list[Message] = []
+    held: list[int] = []
+    for burst in range(3):
+        sent += publish_in_bursts(c1, topic, 1, 10, first=10 * burst)
+        batches = Batches()
+        read_available_now(
+            spark,
+            c1.service_url,
+            topic,
+            batches,
+            tmp_path / "checkpoint",
+            startingOffsets="earliest",
+            subscriptionName=name,
+            replicateSubscriptionState="true",
+        )
+        assert batches.all() == sent[-10:]
+        assert still_held(geo_clusters, c1, name, sent) == 0
+        copies = as_messages(replicated(spark, c2, topic, len(sent)))
+        wait_until(
+            lambda copies=copies: still_held(geo_clusters, c2, name, copies) <= 10,
+            f"{name} on c2 past the bursts before burst {burst}",
+            timeout=20 * SNAPSHOT_MS / 1000,
+        )
+        held.append(still_held(geo_clusters, c2, name, copies))
+    stats = geo_clusters.stats(c1, topic)["subscriptions"]
+    assert isinstance(stats, dict)
+    assert stats[name]["isReplicated"] is True
+    print(f"messages {name} still held on c2 after each run: {held}")

@@ -43,6 +43,19 @@ def test_subscribe_durable() -> None:
     assert sub.initialPosition == pb.CommandSubscribe.Earliest
     assert sub.HasField("force_topic_creation") and sub.force_topic_creation is False
     assert not sub.HasField("start_message_id")
+    assert not sub.HasField("replicate_subscription_state")
+
+
+def test_subscribe_durable_replicated() -> None:
+    """``replicated`` asks for a replicated subscription (field 14 of CommandSubscribe)."""
+    frame = commands.subscribe_durable(
+        topic="t", subscription="s", consumer_id=1, request_id=2, consumer_name="c", replicated=True
+    )
+    sub = decode_one(frame).subscribe
+    assert sub.HasField("replicate_subscription_state") and sub.replicate_subscription_state
+    # as in test_subscribe_durable_exact_bytes, with replicate_subscription_state 1 (0x70 01)
+    # between initialPosition and force_topic_creation: two bytes more at each level
+    assert frame.hex() == ("0000001f0000001b080422170a01741201731802200128023201634001680170017800")
 
 
 def test_subscribe_durable_exact_bytes() -> None:

@@ -602,3 +602,30 @@ def test_bad_subscription_name(bad: str, shown: str) -> None:
 def test_empty_subscription_name() -> None:
     message = parse_error(STREAM, subscriptionName=" ")
     assert "option 'subscriptionName' is required: the name of the durable subscription" in message
+
+
+# --- replicateSubscriptionState -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "replicated"), [("true", True), (" FALSE ", False)])
+def test_replicate_subscription_state(given: str, replicated: bool) -> None:
+    options = parse(STREAM, subscriptionName="geo-etl", replicateSubscriptionState=given)
+    assert options.replicate_subscription_state is replicated
+
+
+def test_subscription_not_replicated_by_default() -> None:
+    assert parse(STREAM, subscriptionName="geo-etl").replicate_subscription_state is False
+
+
+@pytest.mark.parametrize("mode", [STREAM, BATCH])
+def test_replicate_subscription_state_needs_a_subscription(mode: ReadMode) -> None:
+    message = parse_error(mode, replicateSubscriptionState="true")
+    assert message == (
+        "option 'replicateSubscriptionState'='true' needs option 'subscriptionName': it "
+        "replicates the position of that durable subscription to the topic's other clusters"
+    )
+
+
+def test_replicate_subscription_state_is_a_boolean() -> None:
+    message = parse_error(STREAM, subscriptionName="geo-etl", replicateSubscriptionState="yes")
+    assert message == "option 'replicateSubscriptionState' must be 'true' or 'false', got 'yes'"
