@@ -439,6 +439,30 @@ def test_pulsar_lite_takes_a_batch_index_ack_for_the_whole_entry(
     assert held(client, name, "whole-entries") == values(sent[5:])
 
 
+def test_a_replicated_subscription_is_dispatched_through_before_its_ack(
+    broker: LocalBroker | ApacheBroker,
+    client: pulsar.Client,
+    lookup: Lookup,
+    pooled_partitioned_topic: Callable[[int], str],
+) -> None:
+    """A replicated subscription's acknowledgement first lets the broker dispatch through the
+    position (what a broker needs to map it to other clusters; nothing to map on one
+    cluster): the acks sent are the same as without, and the subscription still holds every
+    message after the position, those dispatched and dropped too. Apache Pulsar takes the
+    batch index; pulsar-lite gets the entry before only."""
+    name = partition_of(pooled_partitioned_topic(2), 1)
+    sent = publish(client, name, drafts(15, "r"), batch_size=5)
+    through = MessageId(sent[6].ledger, sent[6].entry, sent[6].batch, partition=1)
+    acks = acknowledge_through(lookup, name, "replicated", through, timeout=10.0, replicated=True)
+    before = MessageId(sent[6].ledger, sent[6].entry - 1, -1, partition=1)
+    if isinstance(broker, ApacheBroker):
+        assert acks == [before, through]
+        assert held(client, name, "replicated") == values(sent[7:])
+    else:
+        assert acks == [before]
+        assert held(client, name, "replicated") == values(sent[5:])
+
+
 def test_ends_inside_batches_are_acknowledged_through_the_batch_index_on_apache_pulsar(
     streams: Streams, broker: LocalBroker, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
