@@ -36,12 +36,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.consumer import last_entry
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError, server_error_for
+from pulsar_spark.errors import PulsarSparkError, server_error_for
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.connection import is_pulsar_lite
@@ -75,8 +74,7 @@ DISPATCH_GRANT = 1000
 dispatch through a position."""
 
 DISPATCH_QUIET = 2.0
-"""Seconds without a delivery after which dispatching through a position ends anyway (the
-subscription had read past it before)."""
+"""Seconds without a delivery after which dispatching through a position ends anyway."""
 
 
 class _Dispatched:
@@ -98,6 +96,10 @@ class _Dispatched:
     def on_closed(self, error: PulsarSparkError) -> None:
         with self.changed:
             self.changed.notify_all()
+
+    def reached(self, entry: tuple[int, int]) -> bool:
+        """Whether the broker has dispatched ``entry`` or one after it."""
+        return self.last is not None and self.last >= entry
 
 
 def acknowledge_through(
@@ -225,26 +227,25 @@ class AttachedConsumer:
             timeout=self.timeout,
         )
 
-    def dispatch_through(self, position: MessageId) -> None:
+    def dispatch_through(self, position: MessageId) -> tuple[int, int] | None:
         """Let the broker dispatch the subscription's messages through ``position``'s entry
-        (dropped as they come), so that it reads the snapshot markers up to there; end
-        early once it has been silent for :data:`DISPATCH_QUIET` seconds (it had dispatched
-        past ``position`` before), or fail after the consumer's timeout."""
+        (dropped as they come), so that it reads the snapshot markers up to there; return
+        the (ledger, entry) last dispatched, if any. However long that takes, it ends only
+        when the broker has dispatched that far, or has been silent for
+        :data:`DISPATCH_QUIET` seconds (it had dispatched past ``position`` before, or the
+        connection is gone: the acknowledgement after this says so)."""
         dispatched = self._dispatched
-        deadline = time.monotonic() + self.timeout
         granted = self._grant(DISPATCH_GRANT)
-        with dispatched.changed:
-            while dispatched.last is None or dispatched.last < position.entry:
-                if self.connection.closed or time.monotonic() >= deadline:
-                    raise RequestTimeoutError(
-                        f"{self.subscription} on {self.topic}: the broker did not dispatch "
-                        f"through {position} within {self.timeout:g}s"
-                    )
+        while True:
+            with dispatched.changed:
                 seen = dispatched.messages
-                if not dispatched.changed.wait(DISPATCH_QUIET) and seen == dispatched.messages:
-                    return
-                if granted - dispatched.messages < DISPATCH_GRANT // 2:
-                    granted += self._grant(DISPATCH_GRANT)
+                if not dispatched.reached(position.entry):
+                    dispatched.changed.wait(DISPATCH_QUIET)
+                if dispatched.reached(position.entry) or dispatched.messages == seen:
+                    return dispatched.last
+                spent = dispatched.messages
+            if granted - spent < DISPATCH_GRANT // 2:
+                granted += self._grant(DISPATCH_GRANT)
 
     def _grant(self, permits: int) -> int:
         self.connection.send(commands.flow(consumer_id=self.consumer_id, permits=permits))

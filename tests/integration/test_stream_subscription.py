@@ -51,6 +51,7 @@ from support.waiting import wait_until
 from support.written import read_topic
 
 from pulsar_spark.client.durable import (
+    DISPATCH_GRANT,
     AttachedConsumer,
     acknowledge_through,
     mark_delete_position,
@@ -447,20 +448,33 @@ def test_a_replicated_subscription_is_dispatched_through_before_its_ack(
 ) -> None:
     """A replicated subscription's acknowledgement first lets the broker dispatch through the
     position (what a broker needs to map it to other clusters; nothing to map on one
-    cluster): the acks sent are the same as without, and the subscription still holds every
-    message after the position, those dispatched and dropped too. Apache Pulsar takes the
-    batch index; pulsar-lite gets the entry before only."""
+    cluster), here 1102 messages, more than one grant of permits, all dispatched: the acks
+    sent are the same as without, and the subscription still holds every message after the
+    position, those dispatched and dropped too. Apache Pulsar takes the batch index;
+    pulsar-lite gets the entry before only."""
     name = partition_of(pooled_partitioned_topic(2), 1)
-    sent = publish(client, name, drafts(15, "r"), batch_size=5)
-    through = MessageId(sent[6].ledger, sent[6].entry, sent[6].batch, partition=1)
+    sent = publish(client, name, drafts(1200, "r"), batch_size=5)
+    assert DISPATCH_GRANT < 1102
+    end = sent[1101]
+    through = MessageId(end.ledger, end.entry, end.batch, partition=1)
+    attached = AttachedConsumer(
+        lookup.connect_to_owner(name), name, "dispatched", 10.0, replicated=True
+    )
+    try:
+        attached.subscribe()
+        dispatched = attached.dispatch_through(through)
+        attached.close()
+    finally:
+        attached.connection.unregister_consumer(attached.consumer_id)
+    assert dispatched is not None and dispatched >= through.entry
     acks = acknowledge_through(lookup, name, "replicated", through, timeout=10.0, replicated=True)
-    before = MessageId(sent[6].ledger, sent[6].entry - 1, -1, partition=1)
+    before = MessageId(end.ledger, end.entry - 1, -1, partition=1)
     if isinstance(broker, ApacheBroker):
         assert acks == [before, through]
-        assert held(client, name, "replicated") == values(sent[7:])
+        assert held(client, name, "replicated") == values(sent[1102:])
     else:
         assert acks == [before]
-        assert held(client, name, "replicated") == values(sent[5:])
+        assert held(client, name, "replicated") == values(sent[1100:])
 
 
 def test_ends_inside_batches_are_acknowledged_through_the_batch_index_on_apache_pulsar(
