@@ -9,9 +9,10 @@ Batch mode reads what the topic holds now (earliest to latest) and replaces what
 holds with it, so running it again leaves no duplicate rows. Streaming mode runs an
 AvailableNow query with a checkpoint, so each run adds exactly what arrived since the last
 one. ``--option`` overrides the job's own read options (``startingOffsets`` earliest, and
-``maxMessagesPerTrigger`` from ``--max-messages-per-trigger`` unless ``maxBytesPerTrigger`` is
-given). The ``pulsar-spark`` package must be installed in the Python of the driver and of every
-executor (``pip install pulsar-spark``); no jar is involved.
+``maxMessagesPerTrigger`` from ``--max-messages-per-trigger``; a ``maxBytesPerTrigger`` given
+goes with it, the tighter ending each micro-batch). The ``pulsar-spark`` package must be
+installed in the Python of the driver and of every executor (``pip install pulsar-spark``); no
+jar is involved.
 """
 
 from __future__ import annotations
@@ -68,8 +69,7 @@ def read_options(args: argparse.Namespace) -> dict[str, str]:
     defaults = {}
     if args.streaming:
         defaults["startingOffsets"] = "earliest"
-        if "maxbytespertrigger" not in lowered:  # the two limits exclude each other
-            defaults["maxMessagesPerTrigger"] = str(args.max_messages_per_trigger)
+        defaults["maxMessagesPerTrigger"] = str(args.max_messages_per_trigger)
     options = {name: value for name, value in defaults.items() if name.lower() not in lowered}
     options.update(given)
     options["service.url"] = args.service_url

@@ -135,11 +135,12 @@ class MessageCounter:
         assert held[4] is not None, "a counter made without sized=True counts no bytes"
         return int(held[4][0])
 
-    def take_bytes(self, allowance: int) -> int:
-        """Advance over the messages whose payload bytes add up to at most ``allowance``;
-        return how many bytes it advanced over. Only for a counter made ``sized``."""
-        taken = 0
-        while True:
+    def take_bytes(self, allowance: int, wanted: int | None = None) -> tuple[int, int]:
+        """Advance over the messages whose payload bytes add up to at most ``allowance``, and
+        over at most ``wanted`` of them (None: any number); return how many bytes and how many
+        messages it advanced over. Only for a counter made ``sized``."""
+        taken = messages = 0
+        while wanted is None or messages < wanted:
             held = self._peek()
             if held is None:
                 break
@@ -147,11 +148,14 @@ class MessageCounter:
             assert sizes is not None, "a counter made without sized=True counts no bytes"
             totals = np.cumsum(sizes)
             use = int(np.searchsorted(totals, allowance - taken, side="right"))
+            if wanted is not None:
+                use = min(use, wanted - messages)
             if use == 0:
                 break
             self._advance(held, use)
             taken += int(totals[use - 1])
-        return taken
+            messages += use
+        return taken, messages
 
     def _peek(self) -> _Held | None:
         """The entry the next message is in, received if need be (None: no more)."""
@@ -341,32 +345,49 @@ class ByteCountable(Protocol[P_co]):
 
     def next_size(self) -> int | None: ...
 
-    def take_bytes(self, allowance: int) -> int: ...
+    def take_bytes(self, allowance: int, wanted: int | None = None) -> tuple[int, int]: ...
 
 
-def limit_byte_ends(counters: Mapping[str, ByteCountable[T]], budget: int) -> dict[str, T]:
-    """Share ``budget`` payload bytes among partitions; return each one's end position.
+def limit_byte_ends(
+    counters: Mapping[str, ByteCountable[T]], budget: int, messages: int | None = None
+) -> dict[str, T]:
+    """Share ``budget`` payload bytes, and at most ``messages`` messages when given, among
+    partitions; return each one's end position.
 
     Every partition with a message takes its first one whatever its size, so that a stream
     always progresses, even past a message larger than the budget. Then, in rounds, each
     partition whose next message still fits in what is left takes messages up to an even share
     of it (or its next message, when that is larger than the share), until no next message
-    fits: the micro-batch holds at most ``budget`` bytes beyond those first messages."""
-    remaining = budget
+    fits: the micro-batch holds at most ``budget`` bytes beyond those first messages. With
+    ``messages``, each of those takes (the first messages included) is also held to an even
+    share of the messages left, at least one, and they stop when none is left: whichever
+    budget runs out first ends the micro-batch."""
+    remaining, left = budget, messages
     for counter in counters.values():
         first = counter.next_size()
-        if first is not None:
-            remaining -= counter.take_bytes(first)
-    while True:
+        if first is not None and (left is None or left > 0):
+            took = counter.take_bytes(first, None if left is None else 1)
+            remaining, left = _took(took, remaining, left)
+    while left is None or left > 0:
         active = [c for c in counters.values() if _fits(c.next_size(), remaining)]
         if not active:
             break
         share = remaining // len(active)
+        count_share = None if left is None else max(1, left // len(active))
         for counter in active:
             size = counter.next_size()
-            if size is not None and size <= remaining:
-                remaining -= counter.take_bytes(min(max(share, size), remaining))
+            if size is None or size > remaining or (left is not None and left <= 0):
+                continue
+            wanted = None if left is None or count_share is None else min(count_share, left)
+            took = counter.take_bytes(min(max(share, size), remaining), wanted)
+            remaining, left = _took(took, remaining, left)
     return {name: counter.position for name, counter in counters.items()}
+
+
+def _took(took: tuple[int, int], remaining: int, left: int | None) -> tuple[int, int | None]:
+    """The bytes and messages left once ``took`` (bytes, messages) is taken from them."""
+    size, count = took
+    return remaining - size, None if left is None else left - count
 
 
 def _fits(size: int | None, remaining: int) -> bool:
@@ -406,13 +427,12 @@ class KeptCounters:
         self,
         starts: Mapping[str, MessageId],
         available: Mapping[str, MessageId],
-        budget: int,
-        *,
-        in_bytes: bool = False,
+        messages: int | None,
+        size: int | None = None,
     ) -> dict[str, MessageId]:
-        """End positions after at most ``budget`` messages past ``starts`` (``in_bytes``: at
-        most ``budget`` payload bytes, see :func:`limit_byte_ends`; the counters must have
-        been opened ``sized``).
+        """End positions after at most ``messages`` messages past ``starts`` and, with
+        ``size``, at most that many payload bytes (see :func:`limit_byte_ends`; the counters
+        must have been opened ``sized``). At least one of the two is given.
 
         A counter that already stands at a partition's start (it ended the previous
         micro-batch there, and the range's end has not moved) goes on from where it is, with
@@ -429,7 +449,11 @@ class KeptCounters:
         try:
             for counter in counters.values():
                 counter.count_ahead(False)
-            ends = limit_byte_ends(counters, budget) if in_bytes else limit_ends(counters, budget)
+            if size is not None:
+                ends = limit_byte_ends(counters, size, messages)
+            else:
+                assert messages is not None, "a micro-batch is limited in messages or bytes"
+                ends = limit_ends(counters, messages)
         except BaseException:
             self.close()
             raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,11 @@ ADMIN_SETTINGS = "pulsar.admin."
 
 # Keys Spark itself may put into a source's or sink's options.
 SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
+
+# Units of a duration such as "30s" or "15m", in seconds, as Spark writes time strings (a bare
+# number is milliseconds, as in Kafka's maxTriggerDelay).
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+)\s*([a-z]*)")
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -149,6 +155,21 @@ class OptionValues:
         if value <= 0:
             raise ConfigurationError(f"option {name!r} must be a positive integer, got {value}")
         return value
+
+    def duration(self, name: str, default: str) -> float:
+        """A positive duration in seconds, written as a whole number and a unit ("30s",
+        "5m"; a bare number is milliseconds)."""
+        text = self.get(name)
+        given = default if text is None else text
+        match = _DURATION.fullmatch(given.strip().lower())
+        unit = "ms" if match is None or not match[2] else match[2]
+        if match is None or unit not in DURATION_UNITS or int(match[1]) <= 0:
+            raise ConfigurationError(
+                f"option {name!r} must be a positive duration such as '30s', '5m' or '1h' "
+                f"(units: {', '.join(DURATION_UNITS)}; a bare number is milliseconds), "
+                f"got {text!r}"
+            )
+        return int(match[1]) * DURATION_UNITS[unit]
 
     def boolean(self, name: str, *, default: bool) -> bool:
         text = self.get(name)

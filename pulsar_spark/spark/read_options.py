@@ -76,6 +76,9 @@ POLL_TIMEOUT_MS = "pollTimeoutMs"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
+MIN_MESSAGES_PER_TRIGGER = "minMessagesPerTrigger"
+MAX_TRIGGER_DELAY = "maxTriggerDelay"
+DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Kafka's default for maxTriggerDelay
 MIN_PARTITIONS = "minPartitions"
 RECEIVER_QUEUE_SIZE = "pulsar.reader.receiverQueueSize"
 SUBSCRIPTION_NAME = "subscriptionName"
@@ -100,6 +103,8 @@ READ_OPTIONS = (
     FAIL_ON_DATA_LOSS,
     MAX_MESSAGES_PER_TRIGGER,
     MAX_BYTES_PER_TRIGGER,
+    MIN_MESSAGES_PER_TRIGGER,
+    MAX_TRIGGER_DELAY,
     MIN_PARTITIONS,
     RECEIVER_QUEUE_SIZE,
     SUBSCRIPTION_NAME,
@@ -188,7 +193,7 @@ class _Rules:
     default_start: Bound
     latest_start: bool  # startingOffsets may say 'latest'
     has_end: bool  # endingOffsets / endingTime may be given
-    per_trigger: bool  # maxMessagesPerTrigger, maxBytesPerTrigger and subscriptionName
+    per_trigger: bool  # the per-trigger limits and subscriptionName
 
 
 _MODE_RULES = {
@@ -219,6 +224,9 @@ class ReadOptions:
     max_messages_per_trigger: int | None
     receiver_queue_size: int
     max_bytes_per_trigger: int | None = None
+    # minMessagesPerTrigger, and maxTriggerDelay in seconds (only with it).
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float | None = None
     min_partitions: int | None = None
     subscription: str | None = None  # durable subscription holding the stream's position
     # The subscription's position is replicated to the topic's other clusters.
@@ -263,9 +271,11 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         ending=ending,
         poll_timeout=opts.positive_int(POLL_TIMEOUT_MS, 120_000) / 1000,
         fail_on_data_loss=_fail_on_data_loss(opts, rules),
-        max_messages_per_trigger=_max_per_trigger(opts, rules, MAX_MESSAGES_PER_TRIGGER),
+        max_messages_per_trigger=_per_trigger(opts, rules, MAX_MESSAGES_PER_TRIGGER),
         receiver_queue_size=opts.positive_int(RECEIVER_QUEUE_SIZE, DEFAULT_QUEUE_SIZE),
-        max_bytes_per_trigger=_max_per_trigger(opts, rules, MAX_BYTES_PER_TRIGGER),
+        max_bytes_per_trigger=_per_trigger(opts, rules, MAX_BYTES_PER_TRIGGER),
+        min_messages_per_trigger=_per_trigger(opts, rules, MIN_MESSAGES_PER_TRIGGER),
+        max_trigger_delay=_max_trigger_delay(opts, rules),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=subscription,
         replicate_subscription_state=_replicate_subscription_state(opts, subscription),
@@ -400,17 +410,27 @@ def _mentions(spec: PositionSpec, kind: type, word: str) -> bool:
     return isinstance(spec, Specific) and any(v == word for _, v in spec.positions)
 
 
-def _max_per_trigger(opts: OptionValues, rules: _Rules, name: str) -> int | None:
+def _per_trigger(opts: OptionValues, rules: _Rules, name: str) -> int | None:
     if not opts.has(name):
         return None
     if not rules.per_trigger:
         raise ConfigurationError(f"option {name!r} applies to streaming reads only")
-    if opts.has(MAX_MESSAGES_PER_TRIGGER) and opts.has(MAX_BYTES_PER_TRIGGER):
-        raise ConfigurationError(
-            f"options {MAX_MESSAGES_PER_TRIGGER!r} and {MAX_BYTES_PER_TRIGGER!r} cannot be used "
-            "together: a micro-batch is bounded by a count of messages or of payload bytes"
-        )
     return opts.positive_int(name, 0)
+
+
+def _max_trigger_delay(opts: OptionValues, rules: _Rules) -> float | None:
+    """``maxTriggerDelay``, in seconds: how long a stream with ``minMessagesPerTrigger`` waits
+    at most for that many messages (Kafka's default, 15 minutes, when not given)."""
+    if not opts.has(MIN_MESSAGES_PER_TRIGGER):
+        if opts.has(MAX_TRIGGER_DELAY):
+            raise ConfigurationError(
+                f"option {MAX_TRIGGER_DELAY!r} goes with {MIN_MESSAGES_PER_TRIGGER!r}: it is how "
+                "long a micro-batch waits at most for that many messages"
+            )
+        return None
+    if not rules.per_trigger:
+        raise ConfigurationError(f"option {MAX_TRIGGER_DELAY!r} applies to streaming reads only")
+    return opts.duration(MAX_TRIGGER_DELAY, DEFAULT_MAX_TRIGGER_DELAY)
 
 
 def _fail_on_data_loss(opts: OptionValues, rules: _Rules) -> bool:

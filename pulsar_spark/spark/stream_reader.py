@@ -12,9 +12,10 @@ micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
 (:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
 position, or a task whose start retention removed), and counting messages for
 ``maxMessagesPerTrigger`` and their payload bytes for ``maxBytesPerTrigger``
-(:mod:`.counting`), the durable subscription ``subscriptionName`` keeps (:mod:`.subscription`:
-created at the start, acknowledged through each committed micro-batch's end; it holds data in
-the broker and never decides what is read) and the lag logged per micro-batch (:mod:`.lag`).
+(:mod:`.counting`), waiting for ``minMessagesPerTrigger`` (:mod:`.trigger_wait`), the durable
+subscription ``subscriptionName`` keeps (:mod:`.subscription`: created at the start,
+acknowledged through each committed micro-batch's end; it holds data in the broker and never
+decides what is read) and the lag logged per micro-batch (:mod:`.lag`).
 This class wires them to Spark.
 """
 
@@ -31,6 +32,7 @@ from pyspark.sql.streaming.datasource import (
     ReadLimit,
     ReadMaxBytes,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -55,6 +57,7 @@ from pulsar_spark.spark.splitting import split_reads
 from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
 from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
 from pulsar_spark.spark.subscription import SubscriptionKeeper, nothing_lost_after
+from pulsar_spark.spark.trigger_wait import TriggerWait
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
         self._counters = KeptCounters(self._open_counter)
+        self._wait = (
+            None
+            if options.min_messages_per_trigger is None or options.max_trigger_delay is None
+            else TriggerWait(
+                options.min_messages_per_trigger, options.max_trigger_delay, self._open_count
+            )
+        )
         self._keeper = (
             None
             if options.subscription is None
@@ -105,10 +115,17 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return initial_offset(self.options.starting, self._discover(lookup), positions).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        rows, size = self.options.max_messages_per_trigger, self.options.max_bytes_per_trigger
-        if size is not None:
-            return ReadMaxBytes(size)
-        return ReadAllAvailable() if rows is None else ReadMaxRows(rows)
+        """One of the limits the options set (Spark takes one only); :meth:`_limits` adds
+        the others when Spark hands it back. Spark hands ``ReadAllAvailable`` instead to a
+        query that reads everything at once (``Trigger.Once``)."""
+        options = self.options
+        if options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(options.max_bytes_per_trigger)
+        if options.max_messages_per_trigger is not None:
+            return ReadMaxRows(options.max_messages_per_trigger)
+        if options.min_messages_per_trigger is not None:
+            return ReadMinRows(options.min_messages_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         def last_ids() -> dict[str, MessageId | None]:
@@ -209,15 +226,33 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup))
         self._latest = PulsarOffset(ranges.ends).to_json()
         end = self._latest
-        if isinstance(limit, ReadMaxRows):
+        messages, size, waits = self._limits(limit)
+        if waits and self._wait is not None and self._wait.waits(ranges.starts, ranges.ends):
+            log.debug("fewer than minMessagesPerTrigger messages: the micro-batch waits")
+            return start
+        if messages is not None or size is not None:
             end = PulsarOffset(
-                self._counters.ends(ranges.starts, ranges.ends, limit.max_rows)
+                self._counters.ends(ranges.starts, ranges.ends, messages, size)
             ).to_json()
-        elif isinstance(limit, ReadMaxBytes):
-            ends = self._counters.ends(ranges.starts, ranges.ends, limit.max_bytes, in_bytes=True)
-            end = PulsarOffset(ends).to_json()
         _log_lag(end, self._latest)
         return end
+
+    def _limits(self, limit: ReadLimit) -> tuple[int | None, int | None, bool]:
+        """The most messages and payload bytes the next micro-batch may read (None: no
+        limit), and whether it may wait for ``minMessagesPerTrigger``: the limit Spark hands
+        over, and those of the options it could not carry (see :meth:`getDefaultReadLimit`).
+        ``ReadAllAvailable`` lifts them all, and a stream under Trigger.AvailableNow does not
+        wait: nothing will arrive for it."""
+        if isinstance(limit, ReadAllAvailable):
+            return None, None, False
+        options = self.options
+        messages = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        size = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
+        return (
+            options.max_messages_per_trigger if messages is None else messages,
+            options.max_bytes_per_trigger if size is None else size,
+            self._available_now is None,
+        )
 
     def _hold(self, offset: dict[str, Any]) -> None:
         if self._keeper is not None:
@@ -244,6 +279,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return MessageCounter(
             lookup, name, start, last, self.options.poll_timeout, ahead=ahead, sized=sized
         )
+
+    def _open_count(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
+        """A counter of the messages available, read on the calling thread."""
+        return MessageCounter(self._connect(), name, start, last, self.options.poll_timeout)
 
 
 def _log_lag(end: dict[str, Any], latest: dict[str, Any]) -> None:

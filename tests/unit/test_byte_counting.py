@@ -75,15 +75,25 @@ def test_take_bytes_cuts_inside_a_batch_and_across_entries() -> None:
     entries = [raw_entry(5, 0, [b"x" * 10] * 4), raw_entry(5, 1, b"y" * 25)]
     counter = sized_counter(entries, MessageId(5, 1))
     assert counter.next_size() == 10
-    assert counter.take_bytes(35) == 30
+    assert counter.take_bytes(35) == (30, 3)
     assert counter.position == MessageId(5, 0, 2)
     assert counter.next_size() == 10
-    assert counter.take_bytes(34) == 10  # the batch's last; the 25 bytes after it do not fit
+    assert counter.take_bytes(34) == (10, 1)  # the batch's last; the 25 bytes after do not fit
     assert counter.position == MessageId(5, 0)  # a batch taken to its end is the whole entry
-    assert counter.take_bytes(25) == 25
+    assert counter.take_bytes(25) == (25, 1)
     assert counter.position == MessageId(5, 1)
     assert counter.next_size() is None
     assert counter.exhausted
+
+
+def test_take_bytes_stops_at_the_messages_wanted() -> None:
+    entries = [raw_entry(5, 0, [b"x" * 10] * 4), raw_entry(5, 1, b"y" * 25)]
+    counter = sized_counter(entries, MessageId(5, 1))
+    assert counter.take_bytes(1000, 3) == (30, 3)
+    assert counter.position == MessageId(5, 0, 2)
+    assert counter.take_bytes(1000, 2) == (35, 2)
+    assert counter.position == MessageId(5, 1)
+    assert counter.take_bytes(1000, 2) == (0, 0)
 
 
 def partition(index: int, batches: list[list[int]]) -> tuple[MessageCounter, MessageId]:
@@ -122,9 +132,8 @@ def test_what_one_partition_cannot_use_goes_to_the_others() -> None:
     assert p0.exhausted and p2.exhausted
 
 
-def test_kept_counters_count_bytes_when_asked() -> None:
-    entries = {"p0": [raw_entry(10, e, [b"v" * 8] * 4) for e in range(3)]}  # 96 bytes
-    last = MessageId(10, 2)
+def kept_sized(entries: dict[str, list[RawEntry]]) -> KeptCounters:
+    """Kept counters of payload bytes over the given entries of each partition."""
 
     def opener(name: str, start: MessageId, end: MessageId) -> MessageCounter:
         lookup: Any = SimpleNamespace(timeout=1.0)
@@ -132,10 +141,53 @@ def test_kept_counters_count_bytes_when_asked() -> None:
         made._reader = FakeReader(entries[name], start, end)  # type: ignore[assignment]
         return made
 
-    kept = KeptCounters(opener)
+    return KeptCounters(opener)
+
+
+def test_kept_counters_count_bytes_when_asked() -> None:
+    kept = kept_sized({"p0": [raw_entry(10, e, [b"v" * 8] * 4) for e in range(3)]})  # 96 bytes
+    last = MessageId(10, 2)
     starts = {"p0": NOTHING_CONSUMED}
     ends = []
     while starts["p0"] != last:
-        starts = kept.ends(starts, {"p0": last}, 40, in_bytes=True)
+        starts = kept.ends(starts, {"p0": last}, None, 40)
         ends.append(starts["p0"])
     assert ends == [MessageId(10, 1, 0), MessageId(10, 2, 1), MessageId(10, 2)]
+
+
+# --- maxBytesPerTrigger together with maxMessagesPerTrigger ----------------------------------
+
+
+def test_the_message_budget_ends_the_batch_when_it_is_tighter() -> None:
+    p0, _ = partition(0, [[10] * 5, [10] * 5])  # 100 bytes in 10 messages
+    p1, _ = partition(1, [[30, 30, 30]])  # 90 bytes in 3 messages
+    ends = limit_byte_ends({"p0": p0, "p1": p1}, 1000, 6)
+    # first messages (2 left 4); then even shares of the messages left: 2 each, then none left
+    assert ends == {"p0": MessageId(10, 0, 2), "p1": MessageId(11, 0)}
+
+
+def test_the_byte_budget_ends_the_batch_when_it_is_tighter() -> None:
+    p0, _ = partition(0, [[10] * 5, [10] * 5])
+    p1, _ = partition(1, [[30, 30, 30]])
+    # the same as bytes alone (see above): 4 + 2 messages, fewer than the 100 allowed
+    ends = limit_byte_ends({"p0": p0, "p1": p1}, 100, 100)
+    assert ends == {"p0": MessageId(10, 0, 3), "p1": MessageId(11, 0, 1)}
+
+
+def test_fewer_messages_than_partitions_moves_the_first_partitions_only() -> None:
+    p0, _ = partition(0, [[10, 10]])
+    p1, _ = partition(1, [[10, 10]])
+    p2, _ = partition(2, [[10, 10]])
+    ends = limit_byte_ends({"p0": p0, "p1": p1, "p2": p2}, 1000, 2)
+    assert ends == {"p0": MessageId(10, 0, 0), "p1": MessageId(11, 0, 0), "p2": NOTHING_CONSUMED}
+
+
+def test_kept_counters_apply_both_budgets() -> None:
+    kept = kept_sized({"p0": [raw_entry(10, e, [b"v" * 8] * 4) for e in range(3)]})  # 12 of 8
+    last = MessageId(10, 2)
+    starts = {"p0": NOTHING_CONSUMED}
+    ends = []
+    while starts["p0"] != last:
+        starts = kept.ends(starts, {"p0": last}, 3, 40)  # 3 messages (24 bytes) a batch
+        ends.append(starts["p0"])
+    assert ends == [MessageId(10, 0, 2), MessageId(10, 1, 1), MessageId(10, 2, 0), last]

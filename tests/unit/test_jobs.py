@@ -115,9 +115,10 @@ def test_streaming_defaults_and_their_overrides() -> None:
         "service.url": "pulsar://b:6650",
         "topic": "t",
     }
-    # a byte limit replaces the job's message limit, which it may not be combined with
+    # a byte limit goes with the job's message limit: the tighter ends each micro-batch
     assert options(*streaming, "--option", "maxBytesPerTrigger=1048576") == {
         "startingOffsets": "earliest",
+        "maxMessagesPerTrigger": "500000",
         "maxBytesPerTrigger": "1048576",
         "service.url": "pulsar://b:6650",
         "topic": "t",

@@ -56,12 +56,9 @@ def test_bad_max_bytes_per_trigger(bad: str, shown: str) -> None:
     )
 
 
-def test_max_bytes_and_max_messages_exclude_each_other() -> None:
-    message = parse_error(STREAM, maxBytesPerTrigger="1000", maxMessagesPerTrigger="10")
-    assert message == (
-        "options 'maxMessagesPerTrigger' and 'maxBytesPerTrigger' cannot be used together: a "
-        "micro-batch is bounded by a count of messages or of payload bytes"
-    )
+def test_max_bytes_and_max_messages_combine() -> None:
+    both = parse(STREAM, maxBytesPerTrigger="1000", maxMessagesPerTrigger="10")
+    assert (both.max_bytes_per_trigger, both.max_messages_per_trigger) == (1000, 10)
 
 
 # --- waitingForNonExistedTopic -----------------------------------------------------------------

@@ -554,6 +554,65 @@ def test_bad_max_messages_per_trigger(error: Callable[..., str]) -> None:
         assert f"option 'maxMessagesPerTrigger' must be a positive integer, got {shown}" in message
 
 
+def test_min_messages_per_trigger_and_its_delay() -> None:
+    plain = parse(STREAM)
+    assert (plain.min_messages_per_trigger, plain.max_trigger_delay) == (None, None)
+    waiting = parse(STREAM, minMessagesPerTrigger="500")
+    assert (waiting.min_messages_per_trigger, waiting.max_trigger_delay) == (500, 900)
+    for text, seconds in (("30s", 30), ("5m", 300), ("5min", 300), ("2h", 7200), ("1d", 86400)):
+        given = parse(STREAM, minMessagesPerTrigger="1", maxTriggerDelay=text)
+        assert given.max_trigger_delay == seconds
+    for text in ("250", " 250MS "):
+        given = parse(STREAM, minMessagesPerTrigger="1", maxTriggerDelay=text)
+        assert given.max_trigger_delay == 0.25
+    check(minMessagesPerTrigger="10", maxTriggerDelay="1m")
+
+
+def test_min_messages_per_trigger_is_streaming_only() -> None:
+    message = parse_error(BATCH, minMessagesPerTrigger="10")
+    assert message == "option 'minMessagesPerTrigger' applies to streaming reads only"
+
+
+@pytest.mark.parametrize("error", [lambda **o: parse_error(STREAM, **o), check_error])
+def test_bad_min_messages_per_trigger(error: Callable[..., str]) -> None:
+    for bad, shown in (("0", "0"), ("-3", "-3"), ("few", "'few'")):
+        assert error(minMessagesPerTrigger=bad) == (
+            f"option 'minMessagesPerTrigger' must be a positive integer, got {shown}"
+        )
+
+
+@pytest.mark.parametrize("bad", ["", "soon", "0s", "-5s", "1.5m", "3 weeks", "10y"])
+def test_bad_max_trigger_delay(bad: str) -> None:
+    assert parse_error(STREAM, minMessagesPerTrigger="10", maxTriggerDelay=bad) == (
+        "option 'maxTriggerDelay' must be a positive duration such as '30s', '5m' or '1h' "
+        f"(units: ms, s, m, min, h, d; a bare number is milliseconds), got {bad!r}"
+    )
+
+
+@pytest.mark.parametrize("mode", [BATCH, STREAM])
+def test_max_trigger_delay_needs_min_messages_per_trigger(mode: ReadMode) -> None:
+    assert parse_error(mode, maxTriggerDelay="30s") == (
+        "option 'maxTriggerDelay' goes with 'minMessagesPerTrigger': it is how long a "
+        "micro-batch waits at most for that many messages"
+    )
+
+
+def test_per_trigger_limits_combine() -> None:
+    given = parse(
+        STREAM,
+        minMessagesPerTrigger="100",
+        maxTriggerDelay="10s",
+        maxMessagesPerTrigger="1000",
+        maxBytesPerTrigger="65536",
+    )
+    assert (
+        given.min_messages_per_trigger,
+        given.max_trigger_delay,
+        given.max_messages_per_trigger,
+        given.max_bytes_per_trigger,
+    ) == (100, 10, 1000, 65536)
+
+
 @pytest.mark.parametrize("validate", VALIDATORS.values(), ids=VALIDATORS.keys())
 def test_every_error_is_a_configuration_error(validate: Callable[..., object]) -> None:
     with pytest.raises(ValueError):
