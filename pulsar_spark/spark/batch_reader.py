@@ -20,7 +20,13 @@ from pulsar_spark.spark.planning import (
     partition_read,
     resolve_partitions,
 )
-from pulsar_spark.spark.positions import AtTime, Earliest, PositionSpec, Specific
+from pulsar_spark.spark.positions import (
+    AtTime,
+    Earliest,
+    PositionSpec,
+    Specific,
+    TimesByPartition,
+)
 from pulsar_spark.spark.read_options import ReadOptions
 from pulsar_spark.spark.reading import read_partition
 from pulsar_spark.spark.splitting import split_reads
@@ -35,6 +41,9 @@ class PulsarBatchReader(DataSourceReader):
 
         def plan() -> list[PartitionRead]:
             refs = resolve_partitions(lookup, self.options.topics)
+            for spec in (self.options.starting, self.options.ending):
+                if isinstance(spec, TimesByPartition):
+                    spec.check_covers(refs)
             reads = [self._plan(lookup, ref) for ref in refs]
             planned = [r for r in reads if r is not None]
             return split_reads(planned, self.options.min_partitions)
@@ -62,15 +71,16 @@ class PulsarBatchReader(DataSourceReader):
             start,
             end,
             start_inclusive=True,
-            min_publish_time=_time(self.options.starting),
-            max_publish_time=_time(self.options.ending),
+            min_publish_time=_time(self.options.starting, ref),
+            max_publish_time=_time(self.options.ending, ref),
         )
 
     def _start(self, lookup: Lookup, ref: PartitionRef, last: MessageId) -> MessageId | None:
         """The first position to read (inclusive); None when nothing is left to read."""
         spec = self.options.starting
-        if isinstance(spec, AtTime):
-            return first_published(lookup, ref, last, spec.millis, self.options.poll_timeout)
+        millis = _time(spec, ref)
+        if millis is not None:
+            return first_published(lookup, ref, last, millis, self.options.poll_timeout)
         if isinstance(spec, Specific):
             value = spec.for_partition(ref.name, ref.topic)
             if isinstance(value, MessageId):
@@ -81,8 +91,9 @@ class PulsarBatchReader(DataSourceReader):
     def _end(self, lookup: Lookup, ref: PartitionRef, last: MessageId) -> MessageId:
         """The last position to read (inclusive)."""
         spec = self.options.ending
-        if isinstance(spec, AtTime):
-            found = first_published(lookup, ref, last, spec.millis, self.options.poll_timeout)
+        millis = _time(spec, ref)
+        if millis is not None:
+            found = first_published(lookup, ref, last, millis, self.options.poll_timeout)
             return last if found is None else consumed_before(found)
         if isinstance(spec, Specific):
             value = spec.for_partition(ref.name, ref.topic)
@@ -91,5 +102,8 @@ class PulsarBatchReader(DataSourceReader):
         return last
 
 
-def _time(spec: PositionSpec) -> int | None:
+def _time(spec: PositionSpec, ref: PartitionRef) -> int | None:
+    """The publish time ``spec`` gives for ``ref``, if it is a time."""
+    if isinstance(spec, TimesByPartition):
+        return spec.millis(ref)
     return spec.millis if isinstance(spec, AtTime) else None

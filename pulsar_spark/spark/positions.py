@@ -5,18 +5,23 @@ or partition name to a position, each either ``"earliest"``, ``"latest"`` or
 ``{"ledgerId": L, "entryId": E, "batchIndex": B}`` (batchIndex optional, -1 = the whole entry).
 User-given positions are inclusive on both sides: the message at a starting position is the
 first one read, the message at an ending position the last one.
-``startingTime`` / ``endingTime`` are publish times in ms since the epoch.
+``startingTime`` / ``endingTime`` are publish times in ms since the epoch, and
+``startingOffsetsByTime`` / ``endingOffsetsByTime`` one per partition, as Kafka's
+``startingOffsetsByTimestamp`` gives them: JSON from topic to partition index to ms, or from
+topic to ms for all its partitions (the only way to name a non-partitioned topic). As in
+Kafka's source, every partition read must be given a time, and every one given must be read.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.topic import full_topic_name
+from pulsar_spark.topic import TopicName, full_topic_name
 
 Bound = Literal["earliest", "latest"]
 PositionValue = MessageId | Bound
@@ -51,7 +56,50 @@ class AtTime:
     millis: int
 
 
-PositionSpec = Earliest | Latest | Specific | AtTime
+class Partition(Protocol):
+    """A partition read: its own name, and its topic's (the same for a non-partitioned one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TimesByPartition:
+    """Per partition, the first message published at or after its own time (``option``'s
+    value: names of partitions, or of topics for all their partitions, to ms)."""
+
+    option: str
+    times: tuple[tuple[str, int], ...]
+
+    def millis(self, partition: Partition) -> int:
+        """The time given for ``partition`` (which :meth:`check_covers` has checked)."""
+        table = dict(self.times)
+        return table.get(partition.name, table.get(partition.topic, 0))
+
+    def check_covers(self, partitions: Iterable[Partition]) -> None:
+        """Refuse a time missing for a partition read, or given for one not read."""
+        table = dict(self.times)
+        read = list(partitions)
+        missing = [p.name for p in read if p.name not in table and p.topic not in table]
+        if missing:
+            raise ConfigurationError(
+                f"option {self.option!r} gives no time for {', '.join(missing)}: as in Kafka's "
+                "startingOffsetsByTimestamp, every partition read needs one (a topic mapped to "
+                "one number gives all its partitions that time)"
+            )
+        named = {p.name for p in read} | {p.topic for p in read}
+        unread = [name for name, _ in self.times if name not in named]
+        if unread:
+            raise ConfigurationError(
+                f"option {self.option!r} names {', '.join(unread)}, which the read does not "
+                "include (the topic or partition does not exist, or is not selected)"
+            )
+
+
+PositionSpec = Earliest | Latest | Specific | AtTime | TimesByPartition
 
 
 def parse_offsets(option: str, text: str, *, default: Bound) -> PositionSpec:
@@ -81,12 +129,16 @@ def bound_or_json(
         return Earliest()
     if value.lower() == "latest":
         return Latest()
+    return _json_object(option, text, what, example, "neither 'earliest', 'latest' nor")
+
+
+def _json_object(option: str, text: str, what: str, example: str, instead: str) -> dict[str, Any]:
+    """A non-empty JSON object of ``what``; errors say the text is ``instead`` one."""
     try:
-        data = json.loads(value)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigurationError(
-            f"option {option!r}: {text!r} is neither 'earliest', 'latest' nor a JSON object "
-            f"of {what} ({exc.msg})"
+            f"option {option!r}: {text!r} is {instead} a JSON object of {what} ({exc.msg})"
         ) from exc
     if not isinstance(data, dict) or not data:
         raise ConfigurationError(
@@ -105,6 +157,46 @@ def parse_time(option: str, text: str) -> AtTime:
     if millis < 0:
         raise ConfigurationError(f"option {option!r}: time must be >= 0, got {millis}")
     return AtTime(millis)
+
+
+def parse_times(option: str, text: str) -> TimesByPartition:
+    """Parse a startingOffsetsByTime/endingOffsetsByTime value."""
+    data = _json_object(
+        option,
+        text,
+        "topic -> partition -> publish time in ms since the epoch",
+        '{"clicks": {"0": 1767225600000, "1": 1767225600000}} or {"events": 1767225600000}',
+        "not",
+    )
+    times: dict[str, int] = {}
+    for key, value in data.items():
+        topic = _topic_key(option, key)
+        if not isinstance(value, dict):
+            times[topic] = _millis(option, topic, value)
+            continue
+        if not value:
+            raise ConfigurationError(f"option {option!r}: {topic!r} lists no partition")
+        for index, millis in value.items():
+            name = TopicName.parse(topic).partition(_index(option, topic, index))
+            times[name] = _millis(option, name, millis)
+    return TimesByPartition(option, tuple(sorted(times.items())))
+
+
+def _index(option: str, topic: str, text: str) -> int:
+    if not text.isdigit():
+        raise ConfigurationError(
+            f"option {option!r}: partitions of {topic!r} are indexes 0, 1, ..., got {text!r}"
+        )
+    return int(text)
+
+
+def _millis(option: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"option {option!r}: the time of {name!r} must be a publish time in ms since the "
+            f"epoch (a whole number >= 0), got {json.dumps(value)}"
+        )
+    return value
 
 
 def _topic_key(option: str, name: object) -> str:

@@ -60,6 +60,7 @@ from pulsar_spark.spark.positions import (
     Specific,
     parse_offsets,
     parse_time,
+    parse_times,
 )
 from pulsar_spark.spark.write_schemas import DEFINITION, FORMATS, VALUE_SCHEMA, schema_format
 from pulsar_spark.topic import TopicName, full_topic_name
@@ -72,6 +73,8 @@ STARTING_OFFSETS = "startingOffsets"
 ENDING_OFFSETS = "endingOffsets"
 STARTING_TIME = "startingTime"
 ENDING_TIME = "endingTime"
+STARTING_OFFSETS_BY_TIME = "startingOffsetsByTime"
+ENDING_OFFSETS_BY_TIME = "endingOffsetsByTime"
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
@@ -99,6 +102,8 @@ READ_OPTIONS = (
     ENDING_OFFSETS,
     STARTING_TIME,
     ENDING_TIME,
+    STARTING_OFFSETS_BY_TIME,
+    ENDING_OFFSETS_BY_TIME,
     POLL_TIMEOUT_MS,
     FAIL_ON_DATA_LOSS,
     MAX_MESSAGES_PER_TRIGGER,
@@ -192,7 +197,7 @@ class _Rules:
 
     default_start: Bound
     latest_start: bool  # startingOffsets may say 'latest'
-    has_end: bool  # endingOffsets / endingTime may be given
+    has_end: bool  # endingOffsets / endingTime / endingOffsetsByTime may be given
     per_trigger: bool  # the per-trigger limits and subscriptionName
 
 
@@ -364,14 +369,30 @@ def _pattern(value: str) -> TopicSelection:
     return TopicSelection(pattern=value, pattern_namespace=name.namespace_name)
 
 
-def _starting(opts: OptionValues, rules: _Rules) -> PositionSpec:
-    offsets, time = opts.get(STARTING_OFFSETS), opts.get(STARTING_TIME)
-    if offsets is not None and time is not None:
+def _one_of(opts: OptionValues, names: tuple[str, str, str]) -> str | None:
+    """Which of ``names`` (a position, a time, times by partition) is given, if any."""
+    given = [name for name in names if opts.get(name) is not None]
+    if len(given) > 1:
         raise ConfigurationError(
-            f"options {STARTING_OFFSETS!r} and {STARTING_TIME!r} cannot be used together"
+            f"options {' and '.join(repr(n) for n in given)} cannot be used together"
         )
-    if time is not None:
-        return parse_time(STARTING_TIME, time)
+    return given[0] if given else None
+
+
+def _timed(opts: OptionValues, name: str) -> PositionSpec:
+    """A bound given as a time (``startingTime``, say) or times by partition."""
+    text = str(opts.get(name))
+    if name in (STARTING_OFFSETS_BY_TIME, ENDING_OFFSETS_BY_TIME):
+        return parse_times(name, text)
+    return parse_time(name, text)
+
+
+def _starting(opts: OptionValues, rules: _Rules) -> PositionSpec:
+    names = (STARTING_OFFSETS, STARTING_TIME, STARTING_OFFSETS_BY_TIME)
+    given = _one_of(opts, names)
+    if given is not None and given != STARTING_OFFSETS:
+        return _timed(opts, given)
+    offsets = opts.get(STARTING_OFFSETS)
     default = rules.default_start
     spec = parse_offsets(STARTING_OFFSETS, offsets or default, default=default)
     if not rules.latest_start and _mentions(spec, Latest, "latest"):
@@ -383,18 +404,16 @@ def _starting(opts: OptionValues, rules: _Rules) -> PositionSpec:
 
 
 def _ending(opts: OptionValues, rules: _Rules) -> PositionSpec:
-    offsets, time = opts.get(ENDING_OFFSETS), opts.get(ENDING_TIME)
-    if not rules.has_end and (offsets is not None or time is not None):
+    names = (ENDING_OFFSETS, ENDING_TIME, ENDING_OFFSETS_BY_TIME)
+    if not rules.has_end and any(opts.get(name) is not None for name in names):
         raise ConfigurationError(
-            f"options {ENDING_OFFSETS!r} and {ENDING_TIME!r} are for batch reads only; a "
-            "stream has no end"
+            f"options {ENDING_OFFSETS!r}, {ENDING_TIME!r} and {ENDING_OFFSETS_BY_TIME!r} are "
+            "for batch reads only; a stream has no end"
         )
-    if offsets is not None and time is not None:
-        raise ConfigurationError(
-            f"options {ENDING_OFFSETS!r} and {ENDING_TIME!r} cannot be used together"
-        )
-    if time is not None:
-        return parse_time(ENDING_TIME, time)
+    given = _one_of(opts, names)
+    if given is not None and given != ENDING_OFFSETS:
+        return _timed(opts, given)
+    offsets = opts.get(ENDING_OFFSETS)
     spec = parse_offsets(ENDING_OFFSETS, offsets or "latest", default="latest")
     if _mentions(spec, Earliest, "earliest"):
         raise ConfigurationError(

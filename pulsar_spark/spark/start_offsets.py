@@ -1,10 +1,12 @@
-"""Where a stream starts: ``startingOffsets`` / ``startingTime`` turned into concrete offsets.
+"""Where a stream starts: ``startingOffsets`` / ``startingTime`` / ``startingOffsetsByTime``
+turned into concrete offsets.
 
 An offset holds, per partition, the last message consumed (see :mod:`pulsar_spark.spark.offsets`),
 so a start is resolved to the position just *before* the first message to read: a user-given
 id (inclusive) becomes the position before it, ``earliest`` is "nothing consumed", ``latest``
-the partition's last message, and a time the position before the first entry published at or
-after it. Resolving asks the broker only the two questions of :class:`PartitionPositions`.
+the partition's last message, and a time (the same for all, or each partition's own) the
+position before the first entry published at or after it. Resolving asks the broker only the
+two questions of :class:`PartitionPositions`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED, PulsarOffset, consumed_before
 from pulsar_spark.spark.planning import PartitionRef, first_published, last_message_id
-from pulsar_spark.spark.positions import AtTime, Earliest, Latest, PositionSpec, Specific
+from pulsar_spark.spark.positions import (
+    AtTime,
+    Earliest,
+    Latest,
+    PositionSpec,
+    Specific,
+    TimesByPartition,
+)
 
 
 class PartitionPositions(Protocol):
@@ -37,7 +46,10 @@ def initial_offset(
 ) -> PulsarOffset:
     """The offset a stream starts from: for each partition, the position before its first
     message to read."""
-    return PulsarOffset({ref.name: start_position(spec, ref, positions) for ref in refs})
+    read = list(refs)
+    if isinstance(spec, TimesByPartition):
+        spec.check_covers(read)
+    return PulsarOffset({ref.name: start_position(spec, ref, positions) for ref in read})
 
 
 def start_position(
@@ -53,6 +65,8 @@ def start_position(
         return positions.last_message_id(ref) or NOTHING_CONSUMED
     if isinstance(spec, AtTime):
         return _before_time(ref, spec.millis, positions)
+    if isinstance(spec, TimesByPartition):
+        return _before_time(ref, spec.millis(ref), positions)
     return NOTHING_CONSUMED
 
 

@@ -681,8 +681,20 @@ BAD_OPTIONS: list[tuple[dict[str, str | None], str]] = [
         "own on each partition; give 'subscriptionName'",
     ),
     (
-        {"maxMessagesPerTrigger": "10", "maxBytesPerTrigger": "1000"},
-        "options 'maxMessagesPerTrigger' and 'maxBytesPerTrigger' cannot be used together",
+        {"maxTriggerDelay": "30s"},
+        "option 'maxTriggerDelay' goes with 'minMessagesPerTrigger'",
+    ),
+    (
+        {"minMessagesPerTrigger": "10", "maxTriggerDelay": "soon"},
+        "option 'maxTriggerDelay' must be a positive duration",
+    ),
+    (
+        {"startingTime": "1", "startingOffsetsByTime": '{"t": 1}'},
+        "options 'startingTime' and 'startingOffsetsByTime' cannot be used together",
+    ),
+    (
+        {"endingOffsetsByTime": '{"t": {"0": "noon"}}'},
+        "option 'endingOffsetsByTime': the time of",
     ),
 ]
 

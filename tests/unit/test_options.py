@@ -17,6 +17,7 @@ from pulsar_spark.spark.positions import (
     Earliest,
     Latest,
     Specific,
+    TimesByPartition,
     parse_offsets,
     parse_time,
 )
@@ -486,6 +487,56 @@ def test_time_and_offsets_of_one_side_exclude_each_other(side: str) -> None:
     assert f"options '{side}Offsets' and '{side}Time' cannot be used together" in message
 
 
+def test_times_by_partition() -> None:
+    parsed = parse(
+        startingOffsetsByTime='{"t": {"1": 20, "0": 10}, "other-partition-3": 5, "e": 7}',
+        endingOffsetsByTime='{"persistent://public/default/t": {"0": 99}}',
+    )
+    assert parsed.starting == TimesByPartition(
+        "startingOffsetsByTime",
+        (
+            ("persistent://public/default/e", 7),
+            ("persistent://public/default/other-partition-3", 5),
+            (f"{T}-partition-0", 10),
+            (f"{T}-partition-1", 20),
+        ),
+    )
+    assert parsed.ending == TimesByPartition("endingOffsetsByTime", ((f"{T}-partition-0", 99),))
+    stream = parse(STREAM, startingOffsetsByTime='{"t": 0}').starting
+    assert stream == TimesByPartition("startingOffsetsByTime", ((T, 0),))
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("{}", "expected a non-empty JSON object of topic -> partition -> publish time"),
+        ("[1]", "expected a non-empty JSON object of topic -> partition -> publish time"),
+        ("noon", "'noon' is not a JSON object of topic -> partition -> publish time in ms"),
+        ('{"t": {}}', "'persistent://public/default/t' lists no partition"),
+        ('{"t": {"x": 5}}', "partitions of 'persistent://public/default/t' are indexes 0, 1, "),
+        ('{"t": {"-1": 5}}', "partitions of 'persistent://public/default/t' are indexes"),
+        ('{"t": {"0": -5}}', f"the time of '{T}-partition-0' must be a publish time in ms"),
+        ('{"t": {"0": 1.5}}', "(a whole number >= 0), got 1.5"),
+        ('{"t": true}', "the time of 'persistent://public/default/t' must be a publish time"),
+        ('{"t": "5"}', 'got "5"'),
+        ('{"a/b": 5}', "topic 'a/b' is not a valid name"),
+    ],
+)
+def test_bad_times_by_partition(value: str, error: str) -> None:
+    for option in ("startingOffsetsByTime", "endingOffsetsByTime"):
+        message = parse_error(**{option: value})
+        assert message.startswith(f"option {option!r}: ")
+        assert error in message
+
+
+@pytest.mark.parametrize("side", ["starting", "ending"])
+def test_times_by_partition_exclude_the_other_bounds_of_their_side(side: str) -> None:
+    by_time = f"{side}OffsetsByTime"
+    for other in (f"{side}Offsets", f"{side}Time"):
+        message = parse_error(**{other: "1" if other.endswith("Time") else "latest", by_time: "{}"})
+        assert message == f"options {other!r} and {by_time!r} cannot be used together"
+
+
 def test_time_and_offsets_of_different_sides_combine() -> None:
     parsed = parse(startingTime="5", endingOffsets='{"t": {"ledgerId": 1, "entryId": 2}}')
     assert parsed.starting == AtTime(5)
@@ -500,11 +551,15 @@ def test_time_and_offsets_of_different_sides_combine() -> None:
         {"endingOffsets": "latest"},
         {"endingTime": "5"},
         {"endingOffsets": '{"t": {"ledgerId": 1, "entryId": 2}}'},
+        {"endingOffsetsByTime": '{"t": {"0": 5}}'},
     ],
 )
 def test_stream_has_no_end(given: dict[str, str]) -> None:
     message = parse_error(STREAM, **given)
-    assert "options 'endingOffsets' and 'endingTime' are for batch reads only" in message
+    assert message == (
+        "options 'endingOffsets', 'endingTime' and 'endingOffsetsByTime' are for batch reads "
+        "only; a stream has no end"
+    )
 
 
 # --- pollTimeoutMs, failOnDataLoss, maxMessagesPerTrigger ------------------------------------

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import pytest
 
+from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 from pulsar_spark.spark.planning import PartitionRef
-from pulsar_spark.spark.positions import AtTime, Earliest, Latest, PositionSpec, Specific
+from pulsar_spark.spark.positions import (
+    AtTime,
+    Earliest,
+    Latest,
+    PositionSpec,
+    Specific,
+    TimesByPartition,
+)
 from pulsar_spark.spark.start_offsets import initial_offset, start_position
 
 T = "persistent://public/default/t"
@@ -137,7 +145,41 @@ def test_a_time_in_an_empty_partition_asks_only_for_the_last_message() -> None:
                 P1.name: {"batchIndex": -1, "entryId": 6, "ledgerId": 4},
             },
         ),
+        (
+            TimesByPartition("startingOffsetsByTime", ((P0.name, 0), (P1.name, 151))),
+            {
+                P0.name: {"batchIndex": -1, "entryId": -1, "ledgerId": 3},
+                P1.name: {"batchIndex": -1, "entryId": -1, "ledgerId": 5},  # before (5, 0)
+            },
+        ),
+        (
+            TimesByPartition("startingOffsetsByTime", ((T, 200),)),
+            {
+                P0.name: {"batchIndex": -1, "entryId": 0, "ledgerId": 3},
+                P1.name: {"batchIndex": -1, "entryId": -1, "ledgerId": 5},
+            },
+        ),
     ],
 )
 def test_initial_offset_has_every_partition(spec: PositionSpec, json: dict) -> None:
     assert initial_offset(spec, [P0, P1], model()).to_json() == json
+
+
+def test_times_by_partition_must_name_every_partition_read_and_only_those() -> None:
+    partitions = model()
+    missing = TimesByPartition("startingOffsetsByTime", ((P0.name, 5),))
+    with pytest.raises(ConfigurationError) as info:
+        initial_offset(missing, [P0, P1], partitions)
+    assert str(info.value) == (
+        f"option 'startingOffsetsByTime' gives no time for {P1.name}: as in Kafka's "
+        "startingOffsetsByTimestamp, every partition read needs one (a topic mapped to one "
+        "number gives all its partitions that time)"
+    )
+    extra = TimesByPartition("startingOffsetsByTime", ((T, 5), (EMPTY.name, 5)))
+    with pytest.raises(ConfigurationError) as info:
+        initial_offset(extra, [P0, P1], partitions)
+    assert str(info.value) == (
+        f"option 'startingOffsetsByTime' names {EMPTY.name}, which the read does not include "
+        "(the topic or partition does not exist, or is not selected)"
+    )
+    assert partitions.asked == []  # refused before asking the broker anything
