@@ -46,6 +46,7 @@ ACCEPTED_COLUMNS = {
     "properties": "map<string,string>",
     "eventTime": "timestamp",
     "topic": "string",
+    "partition": "int: the partition to send the row to (null: routed by key or mode)",
 }
 
 EARLIEST_EVENT_TIME_MS = 1
@@ -87,6 +88,16 @@ class Rows:
             return None
         keys: list[str | None] = self.batch.column("key").to_pylist()
         return keys
+
+    def partitions(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None:
+        """Every row's ``partition`` (0 where null) and which rows give one, or None without
+        a ``partition`` column."""
+        if "partition" not in self.batch.schema.names:
+            return None
+        column = self.batch.column("partition")
+        given = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return values, given
 
     def by_topic(self) -> list[tuple[str | None, Rows]]:
         """The rows of each topic named in the ``topic`` column, in row order, by full name

@@ -11,7 +11,8 @@ For binary keys the key is the base64 text that travels as ``partition_key``.
   prefix-sum form of the polynomial: 31 is odd, hence invertible modulo 2**32, so with
   ``G[j] = sum(unit[i] * 31**-i)`` over the concatenated keys, the hash of the key spanning
   ``[s, e)`` is ``31**(e-1) * (G[e-1] - G[s-1])``, every operation wrapping at 32 bits.
-- :class:`RoundRobin` spreads unkeyed messages, one run (typically a batch) per partition.
+- :class:`RoundRobin` spreads unkeyed messages, one run (typically a batch) per partition;
+  :class:`SinglePartition` sends them all to one.
 
 No I/O happens here.
 """
@@ -96,6 +97,19 @@ class RoundRobin:
         chosen = self._next
         self._next = (chosen + 1) % self.partitions
         return chosen
+
+
+class SinglePartition:
+    """Partition chooser for unkeyed messages that keeps to one partition (Java's
+    ``SinglePartition`` routing mode): ``start`` modulo the partition count."""
+
+    def __init__(self, partitions: int, *, start: int) -> None:
+        self.partitions = max(partitions, 1)
+        self._partition = start % self.partitions
+
+    def next_partition(self) -> int:
+        """The partition for the next run of unkeyed messages: always the same."""
+        return self._partition
 
 
 # --- scalar hashing --------------------------------------------------------------------------

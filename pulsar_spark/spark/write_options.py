@@ -49,6 +49,11 @@ PRODUCER_BATCH_BYTES = "pulsar.producer.batchingMaxBytes"
 PRODUCER_BATCH_DELAY = "pulsar.producer.batchingMaxPublishDelayMicros"
 PRODUCER_MAX_PENDING = "pulsar.producer.maxPendingMessages"
 PRODUCER_SEND_TIMEOUT = "pulsar.producer.sendTimeoutMs"
+PRODUCER_ROUTING_MODE = "pulsar.producer.messageRoutingMode"
+# Java's MessageRoutingMode names this writer follows (CustomPartition needs a Java class).
+ROUND_ROBIN_PARTITION = "RoundRobinPartition"
+SINGLE_PARTITION = "SinglePartition"
+ROUTING_MODES = (ROUND_ROBIN_PARTITION, SINGLE_PARTITION)
 TRANSACTIONAL = "transactional"
 TRANSACTION_TIMEOUT_MS = "transactionTimeoutMs"
 TRANSACTION_REGISTRY_TOPIC = "transactionRegistryTopic"
@@ -64,6 +69,7 @@ WRITE_OPTIONS = (
     PRODUCER_BATCH_DELAY,
     PRODUCER_MAX_PENDING,
     PRODUCER_SEND_TIMEOUT,
+    PRODUCER_ROUTING_MODE,
     ENCRYPTION_KEYS,
     PUBLIC_KEY_FILES,
     VALUE_SCHEMA,
@@ -128,7 +134,6 @@ PRODUCER_UNSUPPORTED = (
     ),
     Unsupported("pulsar.producer.customMessageRouter", _DEFAULT_ROUTING),
     Unsupported("pulsar.producer.hashingScheme", _DEFAULT_ROUTING, ("JavaStringHash",)),
-    Unsupported("pulsar.producer.messageRoutingMode", _DEFAULT_ROUTING, ("RoundRobinPartition",)),
 )
 
 
@@ -144,6 +149,7 @@ class WriteOptions:
     transaction_timeout_ms: int | None = None  # None: not transactional
     transaction_registry: str | None = None  # the registry topic of a transactional write
     checkpoint: str | None = None  # a streaming query's checkpointLocation
+    routing_mode: str = ROUND_ROBIN_PARTITION  # where unkeyed rows go, by Java's mode names
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -176,6 +182,7 @@ class WriteOptions:
             transaction_timeout_ms=_transaction_timeout(opts),
             transaction_registry=_transaction_registry(opts, topic),
             checkpoint=opts.get("checkpointLocation"),
+            routing_mode=_routing_mode(opts),
             value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
             key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
             definitions=definitions,
@@ -217,6 +224,21 @@ def _transaction_registry(opts: OptionValues, topic: str | None) -> str | None:
         return name.full_name
     namespace = TopicName.parse(topic).namespace_name if topic is not None else "public/default"
     return f"persistent://{namespace}/{REGISTRY_TOPIC}"
+
+
+def _routing_mode(opts: OptionValues) -> str:
+    """``pulsar.producer.messageRoutingMode``, by Java's name (any case)."""
+    text = opts.get(PRODUCER_ROUTING_MODE)
+    if text is None:
+        return ROUND_ROBIN_PARTITION
+    for mode in ROUTING_MODES:
+        if text.strip().lower() == mode.lower():
+            return mode
+    raise ConfigurationError(
+        f"option {PRODUCER_ROUTING_MODE!r} must be {ROUND_ROBIN_PARTITION!r} or "
+        f"{SINGLE_PARTITION!r} (keyed rows go by key hash in both; CustomPartition needs a Java "
+        f"router class, which cannot be loaded here), got {text!r}"
+    )
 
 
 def _transaction_timeout(opts: OptionValues) -> int | None:

@@ -17,10 +17,12 @@ With ``transactional=true`` each task attempt publishes in a transaction of its 
 driver commits once Spark commits the write (:mod:`pulsar_spark.spark.transactional`):
 readers see a task's rows only then, each once.
 
-Keyed rows go to the partition a Java producer would pick, ``(String.hashCode(key) &
-0x7FFFFFFF) % partitions``; unkeyed rows rotate over partitions one producer batch at a time,
+A row with a ``partition`` goes to that partition (checked against the topic's partition
+count before any row of its record batch is sent). Other keyed rows go to the partition a Java
+producer would pick, ``(String.hashCode(key) & 0x7FFFFFFF) % partitions``; unkeyed rows rotate
+over partitions one producer batch at a time (Java's ``RoundRobinPartition`` mode, the default),
 starting at the task's partition number (every attempt of a task starts at the same one,
-different tasks at different ones).
+different tasks at different ones), or with ``SinglePartition`` all go to that one.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import (
     BinaryType,
     DataType,
+    IntegerType,
     MapType,
     StringType,
     StructType,
@@ -54,7 +57,12 @@ from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.transaction_registry import TransactionRegistry
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.routing import UNKEYED, RoundRobin, partitions_for_keys
+from pulsar_spark.protocol.routing import (
+    UNKEYED,
+    RoundRobin,
+    SinglePartition,
+    partitions_for_keys,
+)
 from pulsar_spark.spark.planning import make_lookup
 from pulsar_spark.spark.transactional import (
     TaskTransaction,
@@ -66,7 +74,7 @@ from pulsar_spark.spark.transactional import (
     stream_registry,
 )
 from pulsar_spark.spark.worker_gc import freeze_worker_objects
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.spark.write_options import SINGLE_PARTITION, WriteOptions
 from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName
 
@@ -76,6 +84,7 @@ _TYPES: dict[str, tuple[type[DataType], ...]] = {
     "properties": (MapType,),
     "eventTime": (TimestampType,),
     "topic": (StringType,),
+    "partition": (IntegerType,),
 }
 
 
@@ -154,7 +163,7 @@ class _TaskWriter:
         self.task = context.partitionId() if context is not None else 0
         self.name_prefix = f"spark-{write_id}-{self.task}"
         self._partitions: dict[str, int] = {}
-        self._round_robin: dict[str, RoundRobin] = {}
+        self._unkeyed: dict[str, RoundRobin | SinglePartition] = {}
         self._producers: dict[tuple[str, int], Producer] = {}
         self._open = contextlib.ExitStack()  # every producer, closed on the way out
         self.counts: dict[str, int] = {}
@@ -216,16 +225,25 @@ class _TaskWriter:
     def _by_partition(self, topic: str, rows: Rows, partitions: int) -> list[tuple[int, Rows]]:
         """``rows`` grouped by partition, each group in row order.
 
-        Keyed rows go where a Java producer would send them; unkeyed ones go round-robin, a
-        run of ``batch_max_messages`` rows to a partition (as slices when no row has a key).
+        Rows with a ``partition`` go there; other keyed rows go where a Java producer would
+        send them; unkeyed ones go round-robin, a run of ``batch_max_messages`` rows to a
+        partition (as slices when no row has a key or partition), or all to one partition.
         """
         run = self.options.producer.batch_max_messages
-        chooser = self._round_robin[topic]
-        keys = rows.keys()
-        if keys is None:
+        chooser = self._unkeyed[topic]
+        keys, chosen = rows.keys(), rows.partitions()
+        if keys is None and chosen is None:
             starts = range(0, len(rows), run)
             return [(chooser.next_partition(), rows.slice(start, run)) for start in starts]
-        routes = np.array(partitions_for_keys(keys, partitions), dtype=np.int64)
+        routes = (
+            np.full(len(rows), UNKEYED, dtype=np.int64)
+            if keys is None
+            else np.array(partitions_for_keys(keys, partitions), dtype=np.int64)
+        )
+        if chosen is not None:
+            values, given = chosen
+            _check_partitions(topic, values[given], partitions)
+            routes[given] = values[given]
         unkeyed = np.flatnonzero(routes == UNKEYED)
         runs = [chooser.next_partition() for _ in range(0, len(unkeyed), run)]
         routes[unkeyed] = np.array(runs, dtype=np.int64)[np.arange(len(unkeyed)) // run]
@@ -237,7 +255,9 @@ class _TaskWriter:
             count = self._partitions[topic] = self.lookup.retrying(
                 lambda: self.lookup.partitions(topic), f"looking up the partitions of {topic}"
             )
-            self._round_robin[topic] = RoundRobin(count, start=self.task)
+            single = self.options.routing_mode == SINGLE_PARTITION
+            chooser = SinglePartition if single else RoundRobin
+            self._unkeyed[topic] = chooser(count, start=self.task)
         return count
 
     def _producer(self, topic: str, partition: int, partitions: int) -> Producer:
@@ -260,6 +280,23 @@ class _TaskWriter:
     def _schema(self, topic: str) -> pb.Schema | None:
         schemas = self.options.schemas
         return None if schemas is None else schemas.producer_schema(topic)
+
+
+def _check_partitions(topic: str, chosen: np.ndarray, partitions: int) -> None:
+    """Refuse a row's ``partition`` that ``topic`` (of ``partitions`` partitions, 0 when it is
+    not partitioned) does not have."""
+    wrong = chosen[(chosen < 0) | (chosen >= partitions)]
+    if not len(wrong):
+        return
+    if partitions == 0:
+        raise ConfigurationError(
+            f"column 'partition': a row asks for partition {int(wrong[0])} of {topic}, which is "
+            "not partitioned; leave 'partition' null for its rows"
+        )
+    raise ConfigurationError(
+        f"column 'partition': a row asks for partition {int(wrong[0])} of {topic}, which has "
+        f"{partitions} partitions (0 to {partitions - 1})"
+    )
 
 
 def _encoded(batch: pa.RecordBatch, schemas: WriteSchemas) -> pa.RecordBatch:

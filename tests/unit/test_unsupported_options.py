@@ -122,8 +122,6 @@ PRODUCER_REFUSALS = {
     f"supported yet: {DEFAULT_ROUTING}",
     "pulsar.producer.hashingScheme": "option 'pulsar.producer.hashingScheme' is not supported "
     f"yet (only 'JavaStringHash' is accepted): {DEFAULT_ROUTING}",
-    "pulsar.producer.messageRoutingMode": "option 'pulsar.producer.messageRoutingMode' is not "
-    f"supported yet (only 'RoundRobinPartition' is accepted): {DEFAULT_ROUTING}",
 }
 READ_REFUSALS = CLIENT_REFUSALS | READER_REFUSALS
 WRITE_REFUSALS = CLIENT_REFUSALS | PRODUCER_REFUSALS
@@ -243,8 +241,6 @@ def test_a_value_asking_for_more_than_the_default_is_refused(name: str, value: s
         ("pulsar.producer.accessMode", "WaitForExclusive"),
         ("pulsar.producer.batcherBuilder", "KEY_BASED"),
         ("pulsar.producer.hashingScheme", "Murmur3_32Hash"),
-        ("pulsar.producer.messageRoutingMode", "SinglePartition"),
-        ("pulsar.producer.messageRoutingMode", "CustomPartition"),
     ],
 )
 def test_a_producer_value_asking_for_more_than_the_default_is_refused(
@@ -330,7 +326,6 @@ def test_the_default_value_of_a_refused_read_option_only_warns(
         ("pulsar.producer.accessMode", "shared"),
         ("pulsar.producer.batcherBuilder", "DEFAULT"),
         ("pulsar.producer.hashingScheme", "JavaStringHash"),
-        ("pulsar.producer.messageRoutingMode", "RoundRobinPartition"),
     ],
 )
 def test_the_default_value_of_a_refused_write_option_only_warns(
