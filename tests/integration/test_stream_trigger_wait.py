@@ -121,6 +121,29 @@ def test_the_delay_since_the_last_trigger_ends_the_wait(
     reader.stop()
 
 
+def test_the_minimum_goes_with_a_maximum(
+    streams: Streams, pooled_partitioned_topic: Callable[[int], str]
+) -> None:
+    """minMessagesPerTrigger=5 with maxMessagesPerTrigger=3 (Spark hands the reader the
+    maximum; the reader adds the minimum): 4 messages wait, a fifth lets a micro-batch of 3
+    run, and the 2 left wait again for 5."""
+    topic = pooled_partitioned_topic(2)
+    p0 = partition_of(topic, 0)
+    reader = streams.driver(
+        topic, minMessagesPerTrigger="5", maxMessagesPerTrigger="3", maxTriggerDelay="1h"
+    )
+    limit = reader.getDefaultReadLimit()
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, limit) == start  # the first trigger: nothing there
+    sent = streams.publish(p0, drafts(4, "a"), batch_size=2)
+    assert reader.latestOffset(start, limit) == start
+    sent += streams.publish(p0, drafts(1, "b"))
+    end = reader.latestOffset(start, limit)
+    assert end == {**start, p0: sent[2].position()}
+    assert reader.latestOffset(end, limit) == end
+    reader.stop()
+
+
 def test_available_now_does_not_wait_for_the_minimum(
     streams: Streams, pooled_partitioned_topic: Callable[[int], str]
 ) -> None:
