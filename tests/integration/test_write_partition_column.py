@@ -12,7 +12,8 @@ import pytest
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from support.topics import full
+from support.streaming import Streams, drafts, drain
+from support.topics import full, partition_of
 from support.written import read_partitioned, read_topic, write
 
 from pulsar_spark.local import LocalBroker
@@ -114,3 +115,31 @@ def test_a_non_partitioned_topic_takes_null_partitions_only(
         "partitioned; leave 'partition' null for its rows"
     ) in str(info.value)
     assert [g.value for g in read_topic(client, topic_name)] == [b"a"]
+
+
+def test_a_streaming_write_routes_by_the_partition_column(
+    streams: Streams,
+    broker: LocalBroker,
+    client: pulsar.Client,
+    pooled_partitioned_topic: Callable[[int], str],
+) -> None:
+    """A stream copies a 2-partition topic to a 4-partition one, each message to the source
+    partition's number + 2 (not where its key would go)."""
+    source, target = pooled_partitioned_topic(2), pooled_partitioned_topic(4)
+    sent = streams.publish(partition_of(source, 0), drafts(7, "s0"), batch_size=3)
+    sent += streams.publish(partition_of(source, 1), drafts(5, "s1"))
+    df = streams.stream(source, startingOffsets="earliest").selectExpr(
+        "value", "CAST(key AS STRING) AS key", "partition + 2 AS partition"
+    )
+    query = (
+        df.writeStream.format("pulsar")
+        .option("service.url", broker.service_url)
+        .option("topic", target)
+        .option("checkpointLocation", str(streams.checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    drain(query)
+    expected = [[], [], sorted((m.value, m.key or "") for m in sent if m.partition == 0)]
+    expected.append(sorted((m.value, m.key or "") for m in sent if m.partition == 1))
+    assert landed(client, target, 4) == expected
