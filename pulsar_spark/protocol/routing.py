@@ -1,13 +1,18 @@
 """Choosing the partition of an outgoing message, compatible with Java producers.
 
-Keyed messages go where a Java producer with its default router would put them:
-``(String.hashCode(key) & 0x7FFFFFFF) % partitions``. ``String.hashCode`` is
+Keyed messages go where a Java producer's router would put them: ``(hash & 0x7FFFFFFF) %
+partitions``, the hash being that of the producer's ``hashingScheme``. With ``JavaStringHash``
+(the default) it is ``String.hashCode(key)``; with ``Murmur3_32Hash`` it is MurmurHash3 (32-bit,
+seed 0) of the key's UTF-8 bytes (:mod:`pulsar_spark.protocol.murmur3`), an unpaired surrogate
+encoded as ``?`` as Java's encoder does. ``String.hashCode`` is
 ``h = 31 * h + unit`` over the key's UTF-16 code units in signed 32-bit arithmetic, so a
 character outside the Basic Multilingual Plane (an emoji) counts as its two surrogate units.
-For binary keys the key is the base64 text that travels as ``partition_key``.
+For binary keys the key is the base64 text that travels as ``partition_key``, under either
+scheme.
 
 - :func:`java_string_hash` hashes one key (ASCII keys skip the UTF-16 encoding).
-- :func:`partitions_for_keys` routes a whole column of keys at once with numpy. It uses the
+- :func:`partitions_for_keys` routes a whole column of keys at once with numpy. For
+  ``JavaStringHash`` it uses the
   prefix-sum form of the polynomial: 31 is odd, hence invertible modulo 2**32, so with
   ``G[j] = sum(unit[i] * 31**-i)`` over the concatenated keys, the hash of the key spanning
   ``[s, e)`` is ``31**(e-1) * (G[e-1] - G[s-1])``, every operation wrapping at 32 bits.
@@ -27,8 +32,15 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.protocol.murmur3 import murmur3_32_many
+
 UNKEYED = -1
 """What :func:`partitions_for_keys` returns for a ``None`` key: routing is the caller's choice."""
+
+JAVA_STRING_HASH = "JavaStringHash"
+MURMUR3_32_HASH = "Murmur3_32Hash"
+HASHING_SCHEMES = (JAVA_STRING_HASH, MURMUR3_32_HASH)
+"""Java's ``HashingScheme`` names, the default first."""
 
 _MASK32 = 0xFFFFFFFF
 _SIGN_BIT = 0x80000000
@@ -56,23 +68,29 @@ def java_string_hash(key: str) -> int:
     return unsigned - (1 << 32) if unsigned & _SIGN_BIT else unsigned
 
 
-def partition_for_key(key: str, partitions: int) -> int:
-    """The partition a Java producer's default router picks for ``key``."""
+def partition_for_key(key: str, partitions: int, scheme: str = JAVA_STRING_HASH) -> int:
+    """The partition a Java producer with hashing scheme ``scheme`` picks for ``key``."""
     if partitions <= 1:
         return 0
+    if scheme == MURMUR3_32_HASH:
+        return partitions_for_keys([key], partitions, scheme)[0]
     return (_unsigned_hash(key) & _NON_NEGATIVE) % partitions
 
 
-def partitions_for_keys(keys: Sequence[str | None], partitions: int) -> list[int]:
+def partitions_for_keys(
+    keys: Sequence[str | None], partitions: int, scheme: str = JAVA_STRING_HASH
+) -> list[int]:
     """:func:`partition_for_key` for every key; ``None`` keys map to :data:`UNKEYED`."""
     if partitions <= 1:
         return [UNKEYED if key is None else 0 for key in keys]
-    if len(keys) < _VECTOR_MIN_KEYS:
+    murmur = scheme == MURMUR3_32_HASH
+    if not murmur and len(keys) < _VECTOR_MIN_KEYS:
         return _partitions_scalar(keys, partitions)
+    hashes = _murmur_hashes if murmur else _java_hashes
     if None not in keys:
-        return _partitions_vector(cast("Sequence[str]", keys), partitions)
+        return _partitions(hashes(cast("Sequence[str]", keys)), partitions)
     present = [key for key in keys if key is not None]
-    routed = _partitions_vector(present, partitions) if present else []
+    routed = _partitions(hashes(present), partitions) if present else []
     found = iter(routed)
     return [UNKEYED if key is None else next(found) for key in keys]
 
@@ -153,7 +171,26 @@ def _partitions_scalar(keys: Sequence[str | None], partitions: int) -> list[int]
 # --- vectorized hashing ----------------------------------------------------------------------
 
 
-def _partitions_vector(keys: Sequence[str], partitions: int) -> list[int]:
+def _partitions(hashes: _Units, partitions: int) -> list[int]:
+    routed: list[int] = ((hashes & _U32(_NON_NEGATIVE)) % _U32(partitions)).tolist()
+    return routed
+
+
+def _murmur_hashes(keys: Sequence[str]) -> _Units:
+    """MurmurHash3 of each key's UTF-8 bytes, an unpaired surrogate encoded as ``?``."""
+    text = "".join(keys)
+    data = text.encode("utf-8", "replace")
+    chars = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    if len(data) == len(text):  # ASCII: a byte per character
+        return murmur3_32_many(data, chars)
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    widths = 1 + (points >= 0x80) + (points >= 0x800) + (points >= 0x10000)
+    widths[(points >= 0xD800) & (points < 0xE000)] = 1  # encoded as "?"
+    byte_ends = np.concatenate(([0], np.cumsum(widths, dtype=np.int64)))[np.cumsum(chars)]
+    return murmur3_32_many(data, np.diff(byte_ends, prepend=0))
+
+
+def _java_hashes(keys: Sequence[str]) -> _Units:
     text = "".join(keys)
     if text.isascii():
         units: npt.NDArray[np.uint8 | np.uint16] = np.frombuffer(text.encode(), dtype=np.uint8)
@@ -167,8 +204,7 @@ def _partitions_vector(keys: Sequence[str], partitions: int) -> list[int]:
     first = 0
     while first < len(keys):
         first = _hash_group(keys, units, ends, first, hashes)
-    routed: list[int] = ((hashes & _U32(_NON_NEGATIVE)) % _U32(partitions)).tolist()
-    return routed
+    return hashes
 
 
 def _hash_group(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.client.transaction_registry import REGISTRY_TOPIC
 from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.protocol.routing import HASHING_SCHEMES, JAVA_STRING_HASH
 from pulsar_spark.spark.client_options import (
     CLIENT_OPTIONS,
     CLIENT_UNSUPPORTED,
@@ -54,6 +55,7 @@ PRODUCER_ROUTING_MODE = "pulsar.producer.messageRoutingMode"
 ROUND_ROBIN_PARTITION = "RoundRobinPartition"
 SINGLE_PARTITION = "SinglePartition"
 ROUTING_MODES = (ROUND_ROBIN_PARTITION, SINGLE_PARTITION)
+PRODUCER_HASHING_SCHEME = "pulsar.producer.hashingScheme"
 TRANSACTIONAL = "transactional"
 TRANSACTION_TIMEOUT_MS = "transactionTimeoutMs"
 TRANSACTION_REGISTRY_TOPIC = "transactionRegistryTopic"
@@ -70,6 +72,7 @@ WRITE_OPTIONS = (
     PRODUCER_MAX_PENDING,
     PRODUCER_SEND_TIMEOUT,
     PRODUCER_ROUTING_MODE,
+    PRODUCER_HASHING_SCHEME,
     ENCRYPTION_KEYS,
     PUBLIC_KEY_FILES,
     VALUE_SCHEMA,
@@ -105,10 +108,6 @@ _KEY_FILES = (
     f"give each key's public key file in {PUBLIC_KEY_FILES!r} ('name=path,...') and the names "
     f"in {ENCRYPTION_KEYS!r}"
 )
-_DEFAULT_ROUTING = (
-    "messages would be routed as by the Java producer's default router: keyed ones by "
-    "JavaStringHash of the key, the others round-robin over the partitions"
-)
 # Java producer settings refused: ignoring them would send plain text, or route messages
 # otherwise than asked.
 PRODUCER_UNSUPPORTED = (
@@ -132,8 +131,11 @@ PRODUCER_UNSUPPORTED = (
         f"together; set {PRODUCER_BATCHING!r} to false to send each message in its own entry",
         ("DEFAULT",),
     ),
-    Unsupported("pulsar.producer.customMessageRouter", _DEFAULT_ROUTING),
-    Unsupported("pulsar.producer.hashingScheme", _DEFAULT_ROUTING, ("JavaStringHash",)),
+    Unsupported(
+        "pulsar.producer.customMessageRouter",
+        f"messages would be routed as by the Java producer's own routers: keyed ones by the "
+        f"hash {PRODUCER_HASHING_SCHEME!r} names, the others as {PRODUCER_ROUTING_MODE!r} says",
+    ),
 )
 
 
@@ -150,6 +152,7 @@ class WriteOptions:
     transaction_registry: str | None = None  # the registry topic of a transactional write
     checkpoint: str | None = None  # a streaming query's checkpointLocation
     routing_mode: str = ROUND_ROBIN_PARTITION  # where unkeyed rows go, by Java's mode names
+    hashing_scheme: str = JAVA_STRING_HASH  # how keyed rows are hashed, by Java's scheme names
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -183,6 +186,7 @@ class WriteOptions:
             transaction_registry=_transaction_registry(opts, topic),
             checkpoint=opts.get("checkpointLocation"),
             routing_mode=_routing_mode(opts),
+            hashing_scheme=_hashing_scheme(opts),
             value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
             key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
             definitions=definitions,
@@ -228,16 +232,30 @@ def _transaction_registry(opts: OptionValues, topic: str | None) -> str | None:
 
 def _routing_mode(opts: OptionValues) -> str:
     """``pulsar.producer.messageRoutingMode``, by Java's name (any case)."""
-    text = opts.get(PRODUCER_ROUTING_MODE)
+    return _java_name(
+        opts,
+        PRODUCER_ROUTING_MODE,
+        ROUTING_MODES,
+        " (keyed rows go by key hash in both; CustomPartition needs a Java router class, which "
+        "cannot be loaded here)",
+    )
+
+
+def _hashing_scheme(opts: OptionValues) -> str:
+    """``pulsar.producer.hashingScheme``, by Java's name (any case)."""
+    return _java_name(opts, PRODUCER_HASHING_SCHEME, HASHING_SCHEMES)
+
+
+def _java_name(opts: OptionValues, option: str, names: tuple[str, str], why: str = "") -> str:
+    """The one of ``names`` (the default first) that ``option`` gives in any case."""
+    text = opts.get(option)
     if text is None:
-        return ROUND_ROBIN_PARTITION
-    for mode in ROUTING_MODES:
-        if text.strip().lower() == mode.lower():
-            return mode
+        return names[0]
+    for name in names:
+        if text.strip().lower() == name.lower():
+            return name
     raise ConfigurationError(
-        f"option {PRODUCER_ROUTING_MODE!r} must be {ROUND_ROBIN_PARTITION!r} or "
-        f"{SINGLE_PARTITION!r} (keyed rows go by key hash in both; CustomPartition needs a Java "
-        f"router class, which cannot be loaded here), got {text!r}"
+        f"option {option!r} must be {names[0]!r} or {names[1]!r}{why}, got {text!r}"
     )
 
 

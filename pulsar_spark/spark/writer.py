@@ -19,7 +19,8 @@ readers see a task's rows only then, each once.
 
 A row with a ``partition`` goes to that partition (checked against the topic's partition
 count before any row of its record batch is sent). Other keyed rows go to the partition a Java
-producer would pick, ``(String.hashCode(key) & 0x7FFFFFFF) % partitions``; unkeyed rows rotate
+producer would pick, ``(hash(key) & 0x7FFFFFFF) % partitions`` with the hash of
+``pulsar.producer.hashingScheme`` (``String.hashCode`` by default); unkeyed rows rotate
 over partitions one producer batch at a time (Java's ``RoundRobinPartition`` mode, the default),
 starting at the task's partition number (every attempt of a task starts at the same one,
 different tasks at different ones), or with ``SinglePartition`` all go to that one.
@@ -238,7 +239,9 @@ class _TaskWriter:
         routes = (
             np.full(len(rows), UNKEYED, dtype=np.int64)
             if keys is None
-            else np.array(partitions_for_keys(keys, partitions), dtype=np.int64)
+            else np.array(
+                partitions_for_keys(keys, partitions, self.options.hashing_scheme), dtype=np.int64
+            )
         )
         if chosen is not None:
             values, given = chosen

@@ -51,9 +51,10 @@ NO_PLUGIN = (
     "TLS would be set up from the PEM files of the tls*FilePath options (or the system's "
     "trusted CAs), not by an SSL factory plugin"
 )
-DEFAULT_ROUTING = (
-    "messages would be routed as by the Java producer's default router: keyed ones by "
-    "JavaStringHash of the key, the others round-robin over the partitions"
+OWN_ROUTING = (
+    "messages would be routed as by the Java producer's own routers: keyed ones by the hash "
+    "'pulsar.producer.hashingScheme' names, the others as 'pulsar.producer.messageRoutingMode' "
+    "says"
 )
 
 # Every refused option and its whole error, written out.
@@ -119,9 +120,7 @@ PRODUCER_REFUSALS = {
     "Key_Shared consumers receive together; set 'pulsar.producer.batchingEnabled' to false to "
     "send each message in its own entry",
     "pulsar.producer.customMessageRouter": "option 'pulsar.producer.customMessageRouter' is not "
-    f"supported yet: {DEFAULT_ROUTING}",
-    "pulsar.producer.hashingScheme": "option 'pulsar.producer.hashingScheme' is not supported "
-    f"yet (only 'JavaStringHash' is accepted): {DEFAULT_ROUTING}",
+    f"supported yet: {OWN_ROUTING}",
 }
 READ_REFUSALS = CLIENT_REFUSALS | READER_REFUSALS
 WRITE_REFUSALS = CLIENT_REFUSALS | PRODUCER_REFUSALS
@@ -240,7 +239,6 @@ def test_a_value_asking_for_more_than_the_default_is_refused(name: str, value: s
         ("pulsar.producer.accessMode", "Exclusive"),
         ("pulsar.producer.accessMode", "WaitForExclusive"),
         ("pulsar.producer.batcherBuilder", "KEY_BASED"),
-        ("pulsar.producer.hashingScheme", "Murmur3_32Hash"),
     ],
 )
 def test_a_producer_value_asking_for_more_than_the_default_is_refused(
@@ -325,7 +323,6 @@ def test_the_default_value_of_a_refused_read_option_only_warns(
     [
         ("pulsar.producer.accessMode", "shared"),
         ("pulsar.producer.batcherBuilder", "DEFAULT"),
-        ("pulsar.producer.hashingScheme", "JavaStringHash"),
     ],
 )
 def test_the_default_value_of_a_refused_write_option_only_warns(

@@ -1,5 +1,6 @@
-"""Choosing partitions on write, without a broker: ``pulsar.producer.messageRoutingMode`` by
-Java's names, the SinglePartition chooser, and the ``partition`` column's type and values."""
+"""Choosing partitions on write, without a broker: ``pulsar.producer.messageRoutingMode`` and
+``pulsar.producer.hashingScheme`` by Java's names, the SinglePartition chooser, and the
+``partition`` column's type and values."""
 
 from __future__ import annotations
 
@@ -15,34 +16,60 @@ from pulsar_spark.spark.writer import check_schema
 
 BASE = {"service.url": "pulsar://localhost:6650", "topic": "t"}
 MODE = "pulsar.producer.messageRoutingMode"
+HASHING = "pulsar.producer.hashingScheme"
 
 
-def test_round_robin_partition_is_the_default() -> None:
-    assert WriteOptions.parse(BASE).routing_mode == "RoundRobinPartition"
+def test_defaults() -> None:
+    options = WriteOptions.parse(BASE)
+    assert (options.routing_mode, options.hashing_scheme) == (
+        "RoundRobinPartition",
+        "JavaStringHash",
+    )
 
 
 @pytest.mark.parametrize(
-    ("given", "mode"),
+    ("option", "given", "chosen"),
     [
-        ("RoundRobinPartition", "RoundRobinPartition"),
-        ("roundrobinpartition", "RoundRobinPartition"),
-        ("SinglePartition", "SinglePartition"),
-        (" SINGLEPARTITION ", "SinglePartition"),
+        (MODE, "RoundRobinPartition", ("RoundRobinPartition", "JavaStringHash")),
+        (MODE, "roundrobinpartition", ("RoundRobinPartition", "JavaStringHash")),
+        (MODE, "SinglePartition", ("SinglePartition", "JavaStringHash")),
+        (MODE, " SINGLEPARTITION ", ("SinglePartition", "JavaStringHash")),
+        (HASHING, "JavaStringHash", ("RoundRobinPartition", "JavaStringHash")),
+        (HASHING, "javastringhash", ("RoundRobinPartition", "JavaStringHash")),
+        (HASHING, "Murmur3_32Hash", ("RoundRobinPartition", "Murmur3_32Hash")),
+        (HASHING, " MURMUR3_32HASH ", ("RoundRobinPartition", "Murmur3_32Hash")),
     ],
 )
-def test_routing_modes_by_java_name_in_any_case(given: str, mode: str) -> None:
-    assert WriteOptions.parse({**BASE, MODE: given}).routing_mode == mode
+def test_modes_and_schemes_by_java_name_in_any_case(
+    option: str, given: str, chosen: tuple[str, str]
+) -> None:
+    options = WriteOptions.parse({**BASE, option: given})
+    assert (options.routing_mode, options.hashing_scheme) == chosen
 
 
-@pytest.mark.parametrize("given", ["CustomPartition", "hash", ""])
-def test_other_routing_modes_are_refused_naming_the_allowed_ones(given: str) -> None:
+ROUTING_REFUSED = (
+    "option 'pulsar.producer.messageRoutingMode' must be 'RoundRobinPartition' or "
+    "'SinglePartition' (keyed rows go by key hash in both; CustomPartition needs a Java "
+    "router class, which cannot be loaded here), got {!r}"
+)
+HASHING_REFUSED = (
+    "option 'pulsar.producer.hashingScheme' must be 'JavaStringHash' or 'Murmur3_32Hash', got {!r}"
+)
+
+
+@pytest.mark.parametrize(
+    ("option", "given", "refusal"),
+    [
+        *((MODE, given, ROUTING_REFUSED) for given in ("CustomPartition", "hash", "")),
+        *((HASHING, given, HASHING_REFUSED) for given in ("Murmur3", "BoostHash", "")),
+    ],
+)
+def test_other_values_are_refused_naming_the_allowed_ones(
+    option: str, given: str, refusal: str
+) -> None:
     with pytest.raises(ConfigurationError) as info:
-        WriteOptions.parse({**BASE, MODE: given})
-    assert str(info.value) == (
-        "option 'pulsar.producer.messageRoutingMode' must be 'RoundRobinPartition' or "
-        "'SinglePartition' (keyed rows go by key hash in both; CustomPartition needs a Java "
-        f"router class, which cannot be loaded here), got {given!r}"
-    )
+        WriteOptions.parse({**BASE, option: given})
+    assert str(info.value) == refusal.format(given)
 
 
 @pytest.mark.parametrize(("partitions", "start", "chosen"), [(4, 6, 2), (3, 1, 1), (0, 5, 0)])
