@@ -585,15 +585,17 @@ ROUTED_KEYS = [
 BINARY_KEYS = [bytes([i, 255 - i, (i * 37) % 256]) * (1 + i % 3) for i in range(150)]
 
 
+@pytest.mark.parametrize("scheme", ["JavaStringHash", "Murmur3_32Hash"])
 def test_keyed_routing_matches_java(
-    spark: SparkSession, apache_broker: ApacheBroker, java: JavaPeer
+    spark: SparkSession, apache_broker: ApacheBroker, java: JavaPeer, scheme: str
 ) -> None:
-    """Java's default router (``JavaStringHash``, the default ``hashingScheme``) and the
-    connector's writer put each key on the same partition of a 4-partition topic: string keys
-    and binary ones (Java's ``keyBytes``, hashed as their base64 text), many keys per task and
-    few (the connector routes large and small groups of keys differently). Each partition's
-    messages come from a producer named after it. The connector's ``partition_for_key``, which
-    the pulsar-lite tests use to predict partitions, gives Java's partition for every key."""
+    """Java's default router with ``hashingScheme`` ``scheme`` and the connector's writer with
+    the same ``pulsar.producer.hashingScheme`` put each key on the same partition of a
+    4-partition topic: string keys (non-ASCII and long ones too) and binary ones (Java's
+    ``keyBytes``, hashed as their base64 text), many keys per task and few (the connector
+    routes large and small groups of keys differently). Each partition's messages come from a
+    producer named after it. The connector's ``partition_for_key``, which the pulsar-lite
+    tests use to predict partitions, gives Java's partition for every key."""
     theirs_topic = new_topic("route-java")
     ours_topic = new_topic("route-ours")
     for topic in (theirs_topic, ours_topic):
@@ -602,13 +604,16 @@ def test_keyed_routing_matches_java(
         *({"value": f"s{i}", "key": key} for i, key in enumerate(ROUTED_KEYS)),
         *({"value": f"b{i}", "keyBytes": key.hex()} for i, key in enumerate(BINARY_KEYS)),
     ]
-    ids = java.produce(theirs_topic, {"type": "STRING"}, messages)
+    ids = java.produce(theirs_topic, {"type": "STRING"}, messages, hashing=scheme)
     java_partitions = {
         m["value"]: ident["partition"] for m, ident in zip(messages, ids, strict=True)
     }
     assert set(java_partitions.values()) == {0, 1, 2, 3}
-    assert java_partitions["s203"] == 0  # polygenelubricants: MIN_VALUE & 0x7FFFFFFF == 0
-    assert java_partitions["s201"] == java_partitions["s202"]  # "Aa" and "BB" collide
+    if scheme == "JavaStringHash":
+        assert java_partitions["s203"] == 0  # polygenelubricants: MIN_VALUE & 0x7FFFFFFF == 0
+        assert java_partitions["s201"] == java_partitions["s202"]  # "Aa" and "BB" collide
+    else:  # "Aa" and "BB" collide only under String.hashCode
+        assert java_partitions["s201"] != java_partitions["s202"]
 
     few = ROUTED_KEYS[200:]  # fewer than 64 keys per task
     writes: list[tuple[str, list[tuple[str, Any]]]] = [
@@ -620,7 +625,9 @@ def test_keyed_routing_matches_java(
     for schema, rows in writes:
         spark.createDataFrame(rows, schema).repartition(2).write.mode("append").format(
             "pulsar"
-        ).option("service.url", apache_broker.service_url).option("topic", ours_topic).save()
+        ).option("service.url", apache_broker.service_url).option("topic", ours_topic).option(
+            "pulsar.producer.hashingScheme", scheme
+        ).save()
     expected = {
         **java_partitions,
         **{f"f{i}": java_partitions[f"s{200 + i}"] for i in range(len(few))},
@@ -638,7 +645,7 @@ def test_keyed_routing_matches_java(
         **{f"s{i}": key for i, key in enumerate(ROUTED_KEYS)},
         **{f"b{i}": base64.b64encode(key).decode() for i, key in enumerate(BINARY_KEYS)},
     }
-    assert {v: partition_for_key(texts[v], 4) for v in texts} == java_partitions
+    assert {v: partition_for_key(texts[v], 4, scheme) for v in texts} == java_partitions
 
 
 @pytest.mark.parametrize("routing", ["SinglePartition", "RoundRobinPartition"])
