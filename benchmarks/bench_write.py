@@ -22,6 +22,11 @@ B0. The same with a callback that does nothing and runs no Python: a builtin (``
 
 AT. A with ``transactional=true``: each task publishes in a transaction the driver commits
    (Apache Pulsar only, ``--broker apache --sides A,AT``); reported as AT/A.
+C. Spark's ceiling for a Python sink: ``df.write.format("ceiling")`` (``ceiling.py``), which
+   drops the rows as they arrive; what Spark itself costs any Python sink. Reported as A/C.
+
+``--keyed`` gives every row a key (``user-<n>``, 10,000 distinct) and two properties,
+``source`` and ``trace-id`` (a UUID per row), as ``bench_peers`` writes them.
 
 A/B is reported against the faster of B and B0.
 
@@ -44,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ceiling import CeilingSource
 from common import (
     add_broker_argument,
     add_dataset_arguments,
@@ -65,22 +71,34 @@ SIDES = {
     "B": "B official producer, foreachPartition",
     "B0": "B0 the same, no-op builtin callback",
     "AT": "AT pulsar sink, transactional=true",
+    "C": "C Spark's ceiling for a Python sink (drops the rows)",
 }
 # A builtin that accepts (result, message_id) and does nothing with them: no Python frame.
 NO_OP_CALLBACK = slice
 
 
 def input_frame(spark: Any, args: argparse.Namespace) -> Any:
-    """The rows to write, cached and materialized: ``value`` is ``args.size`` bytes."""
+    """The rows to write, cached and materialized: ``value`` is ``args.size`` bytes; with
+    ``--keyed`` a key and two properties too."""
     from pyspark.sql import functions as F  # noqa: N812
 
     digits = min(args.size, 12)
     value = F.concat(
         F.lpad(F.col("id").cast("string"), digits, "0"), F.lit("x" * (args.size - digits))
     ).cast("binary")
-    df = spark.range(args.messages, numPartitions=args.input_partitions).select(
-        value.alias("value")
-    )
+    columns = [value.alias("value")]
+    if args.keyed:
+        source = F.element_at(
+            F.array(*(F.lit(s) for s in ("web", "mobile", "batch", "partner"))),
+            (F.col("id") % 4).cast("int") + 1,
+        )
+        columns += [
+            F.concat(F.lit("user-"), (F.col("id") % 10_000).cast("string")).alias("key"),
+            F.create_map(F.lit("source"), source, F.lit("trace-id"), F.expr("uuid()")).alias(
+                "properties"
+            ),
+        ]
+    df = spark.range(args.messages, numPartitions=args.input_partitions).select(*columns)
     df.cache()
     rows = df.count()
     if rows != args.messages:
@@ -171,9 +189,11 @@ def run_side(
         "B": lambda df, url, topic: write_b(df, url, topic, check=True),
         "B0": lambda df, url, topic: write_b(df, url, topic, check=False),
         "AT": lambda df, url, topic: write_a(df, url, topic, transactional="true"),
+        "C": lambda df, url, topic: df.write.format("ceiling").mode("append").save(),
     }
     write_to = writers[side]
     spark = spark_session(f"bench_write_{side}")
+    spark.dataSource.register(CeilingSource)
     try:
         df = input_frame(spark, args)
         print(f"  input: {args.messages:,} rows in {df.rdd.getNumPartitions()} partitions, cached")
@@ -181,7 +201,7 @@ def run_side(
             SIDES[side], lambda topic: write_to(df, service_url, topic), topics, args.messages
         )
         counts: dict[str, int | None] = {}
-        for topic in topics:
+        for topic in topics if side != "C" else ():  # the ceiling writes nothing
             try:
                 counts[topic] = count_topic(spark, service_url, topic)
             except Exception as exc:
@@ -201,8 +221,9 @@ def main() -> None:
         "--input-partitions", type=int, default=4, help="partitions of the input DataFrame"
     )
     parser.add_argument(
-        "--sides", default="A,B,B0", help="which of A, B, B0 and AT to run, in this order"
+        "--sides", default="A,B,B0", help="which of A, B, B0, AT and C to run, in this order"
     )
+    parser.add_argument("--keyed", action="store_true", help="rows with a key and 2 properties")
     add_broker_argument(parser)
     args = parser.parse_args()
     sides = args.sides.split(",")
@@ -228,6 +249,8 @@ def main() -> None:
     ratio = round(a["msg_per_s"] / b["msg_per_s"], 2) if a and b else None
     at = median_measured(runs.get("AT", []))
     ratio_at = round(at["msg_per_s"] / a["msg_per_s"], 2) if a and at else None
+    c = median_measured(runs.get("C", []))
+    ratio_c = round(a["msg_per_s"] / c["msg_per_s"], 2) if a and c else None
     every_run = [r for side in sides for r in runs[side]]
     rows = [
         [
@@ -246,6 +269,8 @@ def main() -> None:
     print(f"\nA/B (median measured runs, against {against}): {ratio}x   counts right: {counts_ok}")
     if ratio_at is not None:
         print(f"AT/A (transactional over plain, median measured runs): {ratio_at}x")
+    if ratio_c is not None:
+        print(f"A/C (the sink over Spark's ceiling for a Python sink): {ratio_c}x")
     report(
         "bench_write",
         ["side", "run", "seconds", "msg/s", "worker RSS max MB", "workers RSS sum MB", "count"],
@@ -259,6 +284,7 @@ def main() -> None:
             "ratio_a_over_b": ratio,
             "ratio_against": against,
             "ratio_at_over_a": ratio_at,
+            "ratio_a_over_c": ratio_c,
             "counts": counts,
             "counts_ok": counts_ok,
         },

@@ -16,6 +16,11 @@ to spend per row before each batch is yielded, in a loop that touches no data; d
 With ``work_ns`` set to what a real source's Python workers spend per row, it reads as fast as
 that source could if it cost nothing else: no broker sharing the cores, no memory traffic.
 
+``df.write.format("ceiling")`` is the same for a Python sink: it takes any rows and drops
+each Arrow record batch as it arrives, which leaves what Spark costs a Python sink, moving the
+rows from the JVM into the worker as Arrow; ``bench_write`` reports the connector's writes as a
+share of it.
+
 ``spark.readStream.format("ceiling")`` reads the same rows as a stream, with
 ``maxMessagesPerTrigger`` (each micro-batch takes an even share of the limit from every
 partition, up to its rows left; equal partitions, as the benchmarks use, so split it as the
@@ -34,9 +39,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceWriter,
     InputPartition,
+    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -73,6 +81,19 @@ class CeilingSource(DataSource):
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         limit = self.options.get("maxMessagesPerTrigger")
         return CeilingStreamReader(self.reader(schema), None if limit is None else int(limit))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        return CeilingWriter()
+
+
+class CeilingWriter(DataSourceArrowWriter):
+    """Drops every record batch: no encoding, no I/O."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        freeze_worker_objects()
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
 
 
 class CeilingPartition(InputPartition):  # type: ignore[misc]
