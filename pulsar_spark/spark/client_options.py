@@ -11,11 +11,8 @@ value of ``authParams``.
 from __future__ import annotations
 
 from pulsar_spark.client.address import BrokerAddress, is_tls_url, parse_service_url
-from pulsar_spark.client.auth import (
-    Authentication,
-    TlsAuthentication,
-    parse_authentication,
-)
+from pulsar_spark.client.auth import Authentication, TlsAuthentication
+from pulsar_spark.client.auth_plugins import parse_authentication
 from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.option_values import OptionValues, Unsupported
