@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -137,7 +138,11 @@ class Producer:
         self.reconnects = 0
         limits = BatchLimits.of(settings, entry_size_limit(opened.connection.max_message_size))
         encryption = settings.encryption
-        self._encryptor = None if encryption is None else Encryptor(dict(encryption.public_keys))
+        self._encryptor = (
+            None
+            if encryption is None
+            else Encryptor(dict(encryption.public_keys), random_bytes=os.urandom)
+        )
         self._schema_version = opened.schema_version
         self._batch = OpenBatch(
             limits,

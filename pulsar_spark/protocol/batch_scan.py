@@ -32,7 +32,6 @@ Only field positions and numbers come out (:class:`BatchFields`); nothing is cop
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -178,23 +177,27 @@ def scan_batches(
     )
 
 
-class _Masks(threading.local):
-    """Room for the two byte masks of :func:`_candidates`, one per thread, reused from scan to
-    scan: new arrays the size of the batches each time cost more in fresh pages from the
-    allocator than the scan's work on them. Kept up to :data:`KEPT_MASK_BYTES`."""
-
-    room: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
-
-    def take(self, size: int) -> npt.NDArray[np.bool_]:
-        if size > KEPT_MASK_BYTES:
-            return np.empty(size, dtype=np.bool_)
-        if len(self.room) < size:
-            self.room = np.empty(size, dtype=np.bool_)
-        return self.room[:size]
-
-
 KEPT_MASK_BYTES = 16 * 1024 * 1024
-_MASKS = _Masks()
+"""The largest mask room kept for reuse; larger scans get a new array each time."""
+
+_ROOMS: list[npt.NDArray[np.bool_]] = []
+"""Mask rooms not in use. New arrays the size of the batches each time cost more in fresh pages
+from the allocator than the scan's work on them, so each scan takes a room here and puts it
+back. ``list.pop`` and ``list.append`` are atomic, so scans on several threads at once each get
+a room of their own."""
+
+
+def _take_room(size: int) -> npt.NDArray[np.bool_]:
+    try:
+        room = _ROOMS.pop()
+    except IndexError:
+        room = np.zeros(0, dtype=np.bool_)
+    return room if len(room) >= size else np.empty(size, dtype=np.bool_)
+
+
+def _give_back(room: npt.NDArray[np.bool_]) -> None:
+    if len(room) <= KEPT_MASK_BYTES:
+        _ROOMS.append(room)
 
 
 def _candidates(raw: _Bytes) -> tuple[_I64, _I64]:
@@ -204,11 +207,15 @@ def _candidates(raw: _Bytes) -> tuple[_I64, _I64]:
     if end <= 0:
         nothing = np.zeros(0, dtype=np.int64)
         return nothing, nothing
-    masks = _MASKS.take(2 * end + 1)
-    zero = np.equal(raw.u8[: end + 1], 0, out=masks[: end + 1])
-    # Pairs of zero bytes, found before the positions are listed: listing costs about 10 ns a
-    # position found, and there are half as many pairs as zero bytes.
-    at = np.flatnonzero(np.logical_and(zero[:-1], zero[1:], out=masks[end + 1 :]))
+    room = _take_room(2 * end + 1)
+    try:
+        masks = room[: 2 * end + 1]
+        zero = np.equal(raw.u8[: end + 1], 0, out=masks[: end + 1])
+        # Pairs of zero bytes, found before the positions are listed: listing costs about 10 ns
+        # a position found, and there are half as many pairs as zero bytes.
+        at = np.flatnonzero(np.logical_and(zero[:-1], zero[1:], out=masks[end + 1 :]))
+    finally:
+        _give_back(room)
     smm_end = at + 4 + ((raw.u8[at + 2].astype(np.int64) << 8) | raw.u8[at + 3])
     plausible = (smm_end > at + 4) & (smm_end <= raw.size) & _OPENING[raw.u8[at + 4]]
     return at[plausible].astype(np.int64), smm_end[plausible]

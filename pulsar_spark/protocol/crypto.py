@@ -28,7 +28,6 @@ a key, a data key or a PEM.
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +56,9 @@ class CryptoFailureAction(enum.Enum):
 DATA_KEY_SIZE = 32  # AES-256
 IV_SIZE = 12
 TAG_SIZE = 16
+
+RandomBytes = Callable[[int], bytes]
+"""Gives that many random bytes (``os.urandom``)."""
 # Data keys unwrapped and kept per Decryptor at most (one per producer seen, usually few).
 _MAX_CACHED_KEYS = 1024
 # Bouncy Castle's ECIES as the Java client sets it up: IESParameterSpec(null, null, 128), a
@@ -255,7 +257,8 @@ class Encryptor:
 
     ``public_keys`` maps each key name to its PEM; ``key_metadata`` optionally gives each
     name's metadata pairs, sent beside its wrapped key (the official key readers may use
-    them to find the private key).
+    them to find the private key). ``random_bytes`` (the caller's ``os.urandom``) makes the
+    data key and each payload's IV.
     """
 
     def __init__(
@@ -263,13 +266,15 @@ class Encryptor:
         public_keys: Mapping[str, bytes],
         key_metadata: Mapping[str, Mapping[str, str]] | None = None,
         *,
+        random_bytes: RandomBytes,
         data_key: bytes | None = None,
     ) -> None:
         if not public_keys:
             raise ConfigurationError("encryption needs at least one key name")
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        key = data_key if data_key is not None else os.urandom(DATA_KEY_SIZE)
+        self._random_bytes = random_bytes
+        key = data_key if data_key is not None else random_bytes(DATA_KEY_SIZE)
         if len(key) != DATA_KEY_SIZE:
             raise ValueError("a data key is 32 bytes")
         self._aead = AESGCM(key)
@@ -296,7 +301,7 @@ class Encryptor:
     def encrypt(self, metadata: pb.MessageMetadata, payload: bytes) -> bytes:
         """``payload`` (already compressed) encrypted; ``metadata`` gets the wrapped keys and
         the IV."""
-        iv = os.urandom(IV_SIZE)
+        iv = self._random_bytes(IV_SIZE)
         metadata.encryption_keys.extend(self._keys)
         metadata.encryption_param = iv
         sealed: bytes = self._aead.encrypt(iv, bytes(payload), None)

@@ -24,7 +24,6 @@ No I/O happens here.
 
 from __future__ import annotations
 
-import random
 import sys
 from collections.abc import Sequence
 from typing import cast
@@ -100,15 +99,14 @@ class RoundRobin:
 
     Call :meth:`next_partition` once per run of messages that should stay together (a batch,
     an Arrow record batch), as Java and C++ producers switch partitions per batch rather than
-    per message. The first partition is random unless ``start`` is given, so writers that
-    start at the same time do not all load partition 0.
+    per message. The first partition is ``start`` modulo the partition count: writers give
+    each task its own start, so tasks that start at the same time do not all load partition 0.
     """
 
-    def __init__(self, partitions: int, *, start: int | None = None) -> None:
+    def __init__(self, partitions: int, *, start: int) -> None:
         """Cycle over ``range(partitions)`` (a single partition when ``partitions <= 1``)."""
         self.partitions = max(partitions, 1)
-        first = random.randrange(self.partitions) if start is None else start
-        self._next = first % self.partitions
+        self._next = start % self.partitions
 
     def next_partition(self) -> int:
         """The partition for the next run of unkeyed messages."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_a_message_wrapped_by_openssl_decrypts_to_the_gcm_test_vector() -> None:
 def test_the_producer_writes_the_fields_and_formats_the_official_clients_read() -> None:
     """One EncryptionKeys per name, a 12-byte IV in encryption_param, no encryption_algo; the
     wrapped key is RSA-OAEP with SHA-1 (not SHA-256); the payload AES-256-GCM, tag last."""
-    encryptor = Encryptor({"app": FIXTURE_PUBLIC}, data_key=bytes(32))
+    encryptor = Encryptor({"app": FIXTURE_PUBLIC}, data_key=bytes(32), random_bytes=os.urandom)
     metadata = entry_metadata()
     sealed = encryptor.encrypt(metadata, bytes(16))
     assert [k.key for k in metadata.encryption_keys] == ["app"]
@@ -98,7 +99,7 @@ def test_the_producer_writes_the_fields_and_formats_the_official_clients_read() 
 
 
 def test_every_payload_gets_a_fresh_iv_under_one_data_key(pair: tuple[bytes, bytes]) -> None:
-    encryptor = Encryptor({"app": pair[0]})
+    encryptor = Encryptor({"app": pair[0]}, random_bytes=os.urandom)
     first, second = entry_metadata(), entry_metadata()
     one, two = encryptor.encrypt(first, b"same"), encryptor.encrypt(second, b"same")
     assert first.encryption_param != second.encryption_param
@@ -112,7 +113,9 @@ def test_a_consumer_with_any_one_of_the_keys_decrypts(
     pair: tuple[bytes, bytes], other_pair: tuple[bytes, bytes]
 ) -> None:
     metadata = entry_metadata()
-    sealed = Encryptor({"app": pair[0], "ops": other_pair[0]}).encrypt(metadata, b"v")
+    sealed = Encryptor({"app": pair[0], "ops": other_pair[0]}, random_bytes=os.urandom).encrypt(
+        metadata, b"v"
+    )
     assert key_names(metadata) == ["app", "ops"]
     assert is_encrypted(metadata)
     assert Decryptor({"ops": other_pair[1]}).decrypt(metadata, sealed) == b"v"
@@ -121,7 +124,9 @@ def test_a_consumer_with_any_one_of_the_keys_decrypts(
 
 def test_key_metadata_travels_beside_the_wrapped_key(pair: tuple[bytes, bytes]) -> None:
     metadata = entry_metadata()
-    Encryptor({"app": pair[0]}, {"app": {"version": "3"}}).encrypt(metadata, b"v")
+    Encryptor({"app": pair[0]}, {"app": {"version": "3"}}, random_bytes=os.urandom).encrypt(
+        metadata, b"v"
+    )
     (entry,) = metadata.encryption_keys
     assert [(kv.key, kv.value) for kv in entry.metadata] == [("version", "3")]
 
@@ -130,7 +135,9 @@ def test_no_key_for_any_name_fails_naming_the_names_needed(
     pair: tuple[bytes, bytes], other_pair: tuple[bytes, bytes]
 ) -> None:
     metadata = entry_metadata()
-    sealed = Encryptor({"app": pair[0], "ops": pair[0]}).encrypt(metadata, b"v")
+    sealed = Encryptor({"app": pair[0], "ops": pair[0]}, random_bytes=os.urandom).encrypt(
+        metadata, b"v"
+    )
     with pytest.raises(CryptoError) as caught:
         Decryptor({"billing": other_pair[1]}).decrypt(metadata, sealed)
     message = str(caught.value)
@@ -143,7 +150,7 @@ def test_another_key_pair_under_the_name_fails_clearly(
     pair: tuple[bytes, bytes], other_pair: tuple[bytes, bytes]
 ) -> None:
     metadata = entry_metadata()
-    sealed = Encryptor({"app": pair[0]}).encrypt(metadata, b"v")
+    sealed = Encryptor({"app": pair[0]}, random_bytes=os.urandom).encrypt(metadata, b"v")
     with pytest.raises(CryptoError, match="the private key given for 'app' does not open it"):
         Decryptor({"app": other_pair[1]}).decrypt(metadata, sealed)
 
@@ -161,7 +168,7 @@ def test_rsa_is_paid_once_per_data_key(
         return unwrap(private, wrapped)
 
     monkeypatch.setattr(Decryptor, "_unwrap", staticmethod(counted))
-    encryptor = Encryptor({"app": pair[0]})
+    encryptor = Encryptor({"app": pair[0]}, random_bytes=os.urandom)
     sealed = []
     for value in (b"one", b"two", b"three"):
         metadata = entry_metadata()
@@ -177,7 +184,9 @@ def test_rsa_is_paid_once_per_data_key(
 
 def test_a_tampered_payload_does_not_authenticate(pair: tuple[bytes, bytes]) -> None:
     metadata = entry_metadata()
-    sealed = bytearray(Encryptor({"app": pair[0]}).encrypt(metadata, b"value"))
+    sealed = bytearray(
+        Encryptor({"app": pair[0]}, random_bytes=os.urandom).encrypt(metadata, b"value")
+    )
     sealed[0] ^= 1
     decryptor = Decryptor({"app": pair[1]})
     with pytest.raises(CryptoError):
@@ -188,7 +197,7 @@ def test_errors_and_reprs_never_show_key_material(
     pair: tuple[bytes, bytes], other_pair: tuple[bytes, bytes]
 ) -> None:
     metadata = entry_metadata()
-    encryptor = Encryptor({"app": pair[0]})
+    encryptor = Encryptor({"app": pair[0]}, random_bytes=os.urandom)
     sealed = encryptor.encrypt(metadata, b"v")
     decryptor = Decryptor({"app": other_pair[1]})
     with pytest.raises(CryptoError) as caught:
@@ -237,7 +246,9 @@ def test_ec_keys_round_trip_beside_rsa_keys(curve: str, pair: tuple[bytes, bytes
     and the EC key name's wrapped key is ECIES (point, 32 bytes, 20-byte tag)."""
     ec_public, ec_private = ec_key_pair(curve)
     metadata = entry_metadata()
-    sealed = Encryptor({"ec": ec_public, "rsa": pair[0]}).encrypt(metadata, b"value")
+    sealed = Encryptor({"ec": ec_public, "rsa": pair[0]}, random_bytes=os.urandom).encrypt(
+        metadata, b"value"
+    )
     wrapped = {k.key: k.value for k in metadata.encryption_keys}
     size = (CURVES[curve].key_size + 7) // 8
     assert len(wrapped["ec"]) == 1 + 2 * size + DATA_KEY_SIZE + 20
@@ -254,7 +265,7 @@ def test_ec_keys_with_explicit_curve_parameters_load() -> None:
     private = (FIXTURES / "ec_explicit_private.pem").read_bytes()
     public = (FIXTURES / "ec_explicit_public.pem").read_bytes()
     metadata = entry_metadata()
-    sealed = Encryptor({"app": public}).encrypt(metadata, b"value")
+    sealed = Encryptor({"app": public}, random_bytes=os.urandom).encrypt(metadata, b"value")
     assert Decryptor({"app": private}).decrypt(metadata, sealed) == b"value"
 
 
@@ -265,7 +276,7 @@ def test_a_key_neither_rsa_nor_ec_is_refused_saying_why() -> None:
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     with pytest.raises(ConfigurationError, match=r"'app' is a \w+: only RSA and EC keys"):
-        Encryptor({"app": public_pem})
+        Encryptor({"app": public_pem}, random_bytes=os.urandom)
 
 
 def test_a_batch_is_compressed_then_encrypted_whole(pair: tuple[bytes, bytes]) -> None:
@@ -275,7 +286,7 @@ def test_a_batch_is_compressed_then_encrypted_whole(pair: tuple[bytes, bytes]) -
         topic="t",
         producer_name="p",
         codec=compression.LZ4,
-        encryptor=Encryptor({"app": pair[0]}),
+        encryptor=Encryptor({"app": pair[0]}, random_bytes=os.urandom),
     )
     values = [b"value-%03d" % i * 8 for i in range(20)]
     for index, value in enumerate(values):
@@ -302,7 +313,7 @@ def test_each_chunk_is_encrypted_on_its_own_and_joins_after(pair: tuple[bytes, b
             publish_time=1000,
             codec=compression.ZSTD,
             max_entry_size=6000,
-            encryptor=Encryptor({"app": pair[0]}),
+            encryptor=Encryptor({"app": pair[0]}, random_bytes=os.urandom),
         )
     )
     assert len(sends) > 3

@@ -146,12 +146,12 @@ def test_round_robin_cycles_from_start() -> None:
     assert [chooser.next_partition() for _ in range(7)] == [2, 0, 1, 2, 0, 1, 2]
 
 
-def test_round_robin_random_start_visits_every_partition() -> None:
-    chooser = RoundRobin(4)
-    assert sorted(chooser.next_partition() for _ in range(4)) == [0, 1, 2, 3]
+def test_round_robin_start_wraps_around_the_partitions() -> None:
+    chooser = RoundRobin(4, start=9)
+    assert [chooser.next_partition() for _ in range(5)] == [1, 2, 3, 0, 1]
 
 
 @pytest.mark.parametrize("partitions", [0, 1])
 def test_round_robin_single_partition(partitions: int) -> None:
-    chooser = RoundRobin(partitions)
+    chooser = RoundRobin(partitions, start=5)
     assert [chooser.next_partition() for _ in range(3)] == [0, 0, 0]
