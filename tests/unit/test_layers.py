@@ -1,0 +1,171 @@
+"""The package's layers, read from its source: what each layer may import, where PySpark may
+be used, what the sans-IO protocol layer may not touch, and no circle of imports.
+
+The layers, lowest first: the shared base modules (errors, message ids, topic names), then
+``protocol`` (bytes in, values out), ``client`` (connections and I/O) and ``arrow`` (Arrow
+conversion) on top of it, then ``spark``; ``jobs`` and ``local`` are programs beside them.
+Imports inside ``if TYPE_CHECKING:`` are for type checkers only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pulsar_spark"
+BASE = {"errors", "message_id", "topic", "_version"}
+MAY_IMPORT = {
+    "base": {"base"},
+    "protocol": {"base", "protocol"},
+    "client": {"base", "protocol", "client"},
+    "arrow": {"base", "protocol", "arrow"},
+    "spark": {"base", "protocol", "client", "arrow", "spark"},
+    "root": {"base", "spark"},  # the package itself: registration of the data sources
+    "jobs": {"base", "root", "local", "spark"},
+    "local": {"base", "local"},
+}
+PYSPARK_LAYERS = {"spark", "jobs", "root"}
+# What would give the protocol layer I/O, threads, a clock or randomness of its own: those are
+# handed in by the layers above.
+NOT_IN_PROTOCOL = {
+    "asyncio",
+    "concurrent",
+    "os",
+    "random",
+    "secrets",
+    "select",
+    "selectors",
+    "socket",
+    "ssl",
+    "subprocess",
+    "threading",
+    "time",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    return "base" if parts[1] in BASE else parts[1]
+
+
+def sources() -> Iterator[Path]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "_generated" not in path.parts:
+            yield path
+
+
+def imports(path: Path) -> Iterator[str]:
+    """Every module ``path`` imports, at any depth, outside ``if TYPE_CHECKING:`` blocks."""
+    yield from _imports(ast.parse(path.read_text(encoding="utf-8")).body)
+
+
+def _imports(body: list[ast.stmt]) -> Iterator[str]:
+    for node in body:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _imports(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        yield from _imports(_statements_within(node))
+
+
+def _statements_within(node: ast.AST) -> list[ast.stmt]:
+    """The statements directly inside ``node``, also those of its except handlers and match
+    cases."""
+    found: list[ast.stmt] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.stmt):
+            found.append(child)
+        else:
+            found.extend(_statements_within(child))
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+MODULES = {module_name(path): sorted(set(imports(path))) for path in sources()}
+
+
+def own_imports(module: str) -> list[str]:
+    """The package's modules that ``module`` imports (names of classes and functions
+    imported from a module count as that module)."""
+    return sorted({t for t in MODULES[module] if t in MODULES and t != module})
+
+
+def test_the_layers_are_all_known() -> None:
+    assert {layer(m) for m in MODULES} == set(MAY_IMPORT)
+
+
+def test_no_module_imports_from_a_layer_above_it() -> None:
+    wrong = {
+        module: [t for t in own_imports(module) if layer(t) not in MAY_IMPORT[layer(module)]]
+        for module in MODULES
+    }
+    assert {module: targets for module, targets in wrong.items() if targets} == {}
+
+
+def test_pyspark_is_used_in_the_spark_layer_only() -> None:
+    uses = {
+        module: [t for t in targets if t.split(".")[0] == "pyspark"]
+        for module, targets in MODULES.items()
+        if layer(module) not in PYSPARK_LAYERS
+    }
+    assert {module: found for module, found in uses.items() if found} == {}
+
+
+def test_the_protocol_layer_has_no_io_threads_clock_or_randomness() -> None:
+    uses = {
+        module: [t for t in targets if t.split(".")[0] in NOT_IN_PROTOCOL]
+        for module, targets in MODULES.items()
+        if layer(module) == "protocol"
+    }
+    assert {module: found for module, found in uses.items() if found} == {}
+    assert len(uses) > 20  # every protocol module was read
+
+
+def test_no_circle_of_imports() -> None:
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in own_imports(module):
+            if state.get(target) == 1:
+                circles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(MODULES):
+        if module not in state:
+            visit(module)
+    assert circles == []
+
+
+def test_the_rules_catch_what_they_are_for() -> None:
+    """The checks read real imports: a protocol module that imported time, or a client
+    module that imported the spark layer, would be caught."""
+    tree = ast.parse("import time\nfrom pulsar_spark.spark.offsets import Offsets\n")
+    found = list(_imports(tree.body))
+    assert found == ["time", "pulsar_spark.spark.offsets", "pulsar_spark.spark.offsets.Offsets"]
+    assert layer("pulsar_spark.spark.offsets") not in MAY_IMPORT["client"]
+    typing_only = ast.parse("if TYPE_CHECKING:\n    import threading\nelse:\n    import os\n")
+    assert list(_imports(typing_only.body)) == ["os"]
