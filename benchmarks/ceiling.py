@@ -26,16 +26,26 @@ share of it.
 partition, up to its rows left; equal partitions, as the benchmarks use, so split it as the
 connector does) and ``Trigger.AvailableNow``: what Spark itself costs a streaming query of a
 Python source, per query and per micro-batch.
+
+With ``rate`` (rows per second over all partitions) the stream is a live one instead: from its
+first ``latestOffset`` on, row ``n`` (row ``n // partitions`` of partition ``n % partitions``)
+becomes available ``n / rate`` seconds later, until ``counts`` rows of each partition have. Each
+row's value starts with its ``n`` and the instant it became available (microseconds since the
+epoch) as two little-endian int64s, as ``bench_latency``'s producer writes them, and that
+instant is also its ``publishTime``: the latency a streaming query adds to a source that costs
+nothing.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
@@ -79,8 +89,11 @@ class CeilingSource(DataSource):
         )
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        reader = self.reader(schema)
+        if "rate" in self.options:
+            return LiveCeilingStreamReader(reader, float(self.options["rate"]))
         limit = self.options.get("maxMessagesPerTrigger")
-        return CeilingStreamReader(self.reader(schema), None if limit is None else int(limit))
+        return CeilingStreamReader(reader, None if limit is None else int(limit))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         return CeilingWriter()
@@ -159,6 +172,84 @@ class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+class LivePartition(InputPartition):  # type: ignore[misc]
+    """Rows ``first`` to ``last`` (exclusive) of partition ``index`` of a live stream."""
+
+    def __init__(self, index: int, first: int, last: int, clock: tuple[float, float, int]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.first = first
+        self.last = last
+        self.clock = clock  # the stream's start (epoch seconds), rate, partitions
+
+
+class LiveCeilingStreamReader(DataSourceStreamReader):
+    """The ceiling's rows, each available at its instant (see the module's ``rate``)."""
+
+    def __init__(self, batch: CeilingReader, rate: float) -> None:
+        self.batch = batch
+        self.rate = rate
+        self.start: float | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"rows": [0] * len(self.batch.counts)}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        now = time.time()
+        if self.start is None:
+            self.start = now
+        counts = self.batch.counts
+        available = int((now - self.start) * self.rate)
+        return {
+            "rows": [
+                min(n, max(0, available - p + len(counts) - 1) // len(counts))
+                for p, n in enumerate(counts)
+            ]
+        }
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        assert self.start is not None
+        clock = (self.start, self.rate, len(self.batch.counts))
+        spans = enumerate(zip(start["rows"], end["rows"], strict=True))
+        return [LivePartition(i, first, last, clock) for i, (first, last) in spans if last > first]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, LivePartition)
+        freeze_worker_objects()
+        size = self.batch.size
+        rows_per_batch = max(1, min(DEFAULT_MAX_ROWS, DEFAULT_MAX_BYTES // size))
+        batch = prebuilt(rows_per_batch, self.batch.keyed, size, partition.index)
+        start, rate, partitions = partition.clock
+        for first in range(partition.first, partition.last, rows_per_batch):
+            rows = min(rows_per_batch, partition.last - first)
+            numbers = np.arange(first, first + rows, dtype=np.int64) * partitions + partition.index
+            micros = ((start + numbers / rate) * 1e6).astype(np.int64)
+            yield _stamped(batch.slice(0, rows), numbers, micros, size)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+STAMP = struct.Struct("<qq")
+"""A live row's value starts with its number and its instant in microseconds."""
+
+
+def _stamped(
+    batch: pa.RecordBatch, numbers: np.ndarray, micros: np.ndarray, size: int
+) -> pa.RecordBatch:
+    """``batch`` with its values and publish times those of the rows ``numbers``."""
+    rows = len(numbers)
+    data = np.zeros((rows, max(size, STAMP.size)), dtype=np.uint8)
+    data[:, : STAMP.size] = np.stack([numbers, micros], axis=1).view(np.uint8)
+    width = data.shape[1]
+    offsets = pa.py_buffer(np.arange(0, (rows + 1) * width, width, dtype=np.int32).tobytes())
+    values = pa.Array.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(data)])
+    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+    columns["value"] = values
+    columns["publishTime"] = pa.array(micros).cast(batch.schema.field("publishTime").type)
+    return pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
 
 
 def _spend(nanoseconds: int) -> None:
