@@ -1,18 +1,18 @@
 """Streaming latency: from each message's publish time to its arrival in a ``foreachBatch`` sink.
 
-One broker (Apache Pulsar by default, alone on one core as on a cluster), one topic of 4
-partitions. A streaming query with the default trigger (the next micro-batch starts as soon as
-the previous one ends) reads it from ``startingOffsets=latest`` into a ``foreachBatch`` function
-that collects each micro-batch's ``value`` column and records the wall clock when the collect
-returns. Once the query runs, a child process publishes ``--rates`` messages per second (100 B,
-spread over the partitions, the official producer with batching of up to 10 ms), each value
-starting with the message's number and the instant it was handed to the producer
-(``ceiling.STAMP``): first for ``--warmup`` seconds (not measured: the first micro-batch starts
-Spark's Python workers, about 2.5 s here, and the next ones catch up), then, once those
-arrived, for ``--seconds`` seconds, paced in 10 ms steps: the measured messages. A message's
-latency is its micro-batch's arrival minus that instant. The benchmark waits until every
-message has arrived and a trigger more, then stops the query and fails unless every number
-arrived exactly once.
+One broker (Apache Pulsar by default, on a core of its own as on a cluster, where the publisher
+runs too), one topic of 4 partitions. A streaming query with the default trigger (the next
+micro-batch starts as soon as the previous one ends) reads it from ``startingOffsets=latest``
+into a ``foreachBatch`` function that collects each micro-batch's ``value`` column and records
+the wall clock when the collect returns. Once the query runs, a child process publishes
+``--rates`` messages per second (100 B, spread over the partitions, the official producer with
+batching of up to 10 ms), each value starting with the message's number and the instant it was
+handed to the producer (``ceiling.STAMP``): first for ``--warmup`` seconds (not measured: the
+first micro-batch starts Spark's Python workers, about 2.5 s here, and the next ones catch up),
+then, once those arrived, for ``--seconds`` seconds, paced in 10 ms steps: the measured
+messages. A message's latency is its micro-batch's arrival minus that instant. The benchmark
+waits until every message has arrived and a trigger more, then stops the query and fails unless
+every number arrived exactly once.
 
 In the same run and session, the same query over the ceiling source (``ceiling.py``) as a live
 stream at the same rate: rows that cost no I/O and become available at their instants. Its
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
@@ -186,7 +187,7 @@ def _publish(
 ) -> None:
     """The warm-up messages, then (once they arrived) the measured ones, in a child process."""
     context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
+    with context.Pool(1, initializer=_pin, initargs=(args.broker_cpu,)) as pool:
         first = 0
         for seconds in (args.warmup, args.seconds):
             first += pool.apply(
@@ -195,6 +196,12 @@ def _publish(
             _wait(lambda n=first: arrivals.count >= n, 300, f"{first:,} messages to arrive")
     if first != warmup + int(rate * args.seconds):
         raise RuntimeError(f"published {first:,} messages")
+
+
+def _pin(cpu: int | None) -> None:
+    """Keep the publisher off Spark's cores: with the broker, it is the world outside Spark."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
 
 
 def summarize(
@@ -279,7 +286,8 @@ def main() -> None:
     rates = [int(r) for r in args.rates.split(",")]
     sources = args.sources.split(",")
 
-    broker = start_broker(TOPIC, args.partitions, args.broker, broker_cpu(args))
+    args.broker_cpu = broker_cpu(args)
+    broker = start_broker(TOPIC, args.partitions, args.broker, args.broker_cpu)
     results: dict[str, dict[str, Any]] = {}
     try:
         spark = spark_session(
