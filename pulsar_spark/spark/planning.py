@@ -8,8 +8,11 @@ everything an executor task needs — tasks share no state with the driver.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
@@ -27,6 +30,9 @@ from pulsar_spark.spark.read_options import ReadOptions, TopicSelection
 from pulsar_spark.topic import TopicName
 
 _log = logging.getLogger(__name__)
+
+MAX_CONCURRENT_QUESTIONS = 16
+"""Partitions asked at the same time by :func:`last_message_ids`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,22 @@ def last_message_id(lookup: Lookup, ref: PartitionRef) -> MessageId | None:
         _log.info("%s does not exist yet: it has no messages to read", ref.name)
         return None
     return None if last is None else last.with_partition(ref.partition)
+
+
+def last_message_ids(lookup: Lookup, refs: Sequence[PartitionRef]) -> dict[str, MessageId | None]:
+    """:func:`last_message_id` of every partition in ``refs``, by name.
+
+    Each answer takes a lookup, a subscribe, GetLastMessageId and an unsubscribe, four round
+    trips to the broker: asked one partition after another, they are most of a streaming
+    micro-batch's planning, so the partitions are asked at the same time (the connections
+    take requests from any thread). The first failure, if any, is raised once all are done.
+    """
+    if len(refs) <= 1:
+        return {ref.name: last_message_id(lookup, ref) for ref in refs}
+    workers = min(len(refs), MAX_CONCURRENT_QUESTIONS)
+    with ThreadPoolExecutor(workers, thread_name_prefix="pulsar-last-id") as pool:
+        found = list(pool.map(functools.partial(last_message_id, lookup), refs))
+    return {ref.name: last for ref, last in zip(refs, found, strict=True)}
 
 
 def first_published(

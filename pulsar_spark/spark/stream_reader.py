@@ -21,6 +21,7 @@ This class wires them to Spark.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -47,6 +48,7 @@ from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
     last_message_id,
+    last_message_ids,
     make_lookup,
     partition_read,
     resolve_partitions,
@@ -130,7 +132,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         def last_ids() -> dict[str, MessageId | None]:
             lookup = self._connect()
-            return {ref.name: last_message_id(lookup, ref) for ref in self._discover(lookup)}
+            return last_message_ids(lookup, self._discover(lookup))
 
         self._available_now = self._retrying(last_ids, "finding where AvailableNow stops")
 
@@ -223,7 +225,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lookup = self._connect()
         begin = PulsarOffset.from_json(start).positions
         refs = self._discover(lookup)
-        ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup))
+        ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup, refs))
         self._latest = PulsarOffset(ranges.ends).to_json()
         end = self._latest
         messages, size, waits = self._limits(limit)
@@ -259,16 +261,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             positions = PulsarOffset.from_json(offset).positions
             self._keeper.hold(positions, self._refs, self._counters.batch_size)
 
-    def _ends(self, lookup: Lookup) -> tuple[EndOf, EndOf | None]:
-        """Where micro-batches end, and under Trigger.AvailableNow where partitions end now."""
-
-        def now(ref: PartitionRef) -> MessageId | None:
-            return last_message_id(lookup, ref)
-
+    def _ends(self, lookup: Lookup, refs: Sequence[PartitionRef]) -> tuple[EndOf, EndOf | None]:
+        """Where micro-batches end, and under Trigger.AvailableNow where partitions end now
+        (asked only of a partition whose start lies past its recorded end)."""
         recorded = self._available_now
         if recorded is None:
-            return now, None
-        return (lambda ref: recorded.get(ref.name)), now
+            now = last_message_ids(lookup, refs)
+            return (lambda ref: now[ref.name]), None
+        return (lambda ref: recorded.get(ref.name)), functools.partial(last_message_id, lookup)
 
     def _open_counter(self, name: str, start: MessageId, last: MessageId) -> MessageCounter:
         sized = self.options.max_bytes_per_trigger is not None
