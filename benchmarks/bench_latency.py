@@ -7,12 +7,12 @@ into a ``foreachBatch`` function that collects each micro-batch's ``value`` colu
 the wall clock when the collect returns. Once the query runs, a child process publishes
 ``--rates`` messages per second (100 B, spread over the partitions, the official producer with
 batching of up to 10 ms), each value starting with the message's number and the instant it was
-handed to the producer (``ceiling.STAMP``): first for ``--warmup`` seconds (not measured: the
-first micro-batch starts Spark's Python workers, about 2.5 s here, and the next ones catch up),
-then, once those arrived, for ``--seconds`` seconds, paced in 10 ms steps: the measured
-messages. A message's latency is its micro-batch's arrival minus that instant. The benchmark
-waits until every message has arrived and a trigger more, then stops the query and fails unless
-every number arrived exactly once.
+handed to the producer (``ceiling.STAMP``), paced in 10 ms steps: first for ``--warmup`` seconds
+(not measured: the first micro-batch starts Spark's Python workers, about 2.5 s here, and the
+next ones catch up), then, without a pause, for ``--seconds`` seconds: the measured messages. A
+message's latency is its micro-batch's arrival minus that instant. The benchmark waits until
+every message has arrived and a trigger more, then stops the query and fails unless every number
+arrived exactly once.
 
 In the same run and session, the same query over the ceiling source (``ceiling.py``) as a live
 stream at the same rate: rows that cost no I/O and become available at their instants. Its
@@ -154,7 +154,7 @@ def measure(spark: Any, source: str, url: str, rate: int, args: argparse.Namespa
         try:
             _wait(lambda: query.lastProgress is not None, 300, "the query's first trigger")
             if source == "pulsar":
-                _publish(url, rate, args, warmup, arrivals)
+                _publish(url, rate, args, total)
             _wait(lambda: arrivals.count >= total, 300, f"all {total:,} messages to arrive")
             time.sleep(1.0)  # a trigger more, so a duplicate would show
             progress = {p["batchId"]: p for p in (json.loads(p.json) for p in query.recentProgress)}
@@ -182,20 +182,15 @@ def _stream(
     return spark.readStream.format(source).options(**options).load()
 
 
-def _publish(
-    url: str, rate: int, args: argparse.Namespace, warmup: int, arrivals: Arrivals
-) -> None:
-    """The warm-up messages, then (once they arrived) the measured ones, in a child process."""
+def _publish(url: str, rate: int, args: argparse.Namespace, total: int) -> None:
+    """The warm-up messages and the measured ones after them without a pause, in a child
+    process, as the ceiling source makes its rows."""
     context = multiprocessing.get_context("spawn")
     with context.Pool(1, initializer=_pin, initargs=(args.broker_cpu,)) as pool:
-        first = 0
-        for seconds in (args.warmup, args.seconds):
-            first += pool.apply(
-                publish_paced, (url, args.partitions, rate, seconds, args.size, first)
-            )
-            _wait(lambda n=first: arrivals.count >= n, 300, f"{first:,} messages to arrive")
-    if first != warmup + int(rate * args.seconds):
-        raise RuntimeError(f"published {first:,} messages")
+        seconds = args.warmup + args.seconds
+        sent = pool.apply(publish_paced, (url, args.partitions, rate, seconds, args.size, 0))
+    if sent != total:
+        raise RuntimeError(f"published {sent:,} messages, not {total:,}")
 
 
 def _pin(cpu: int | None) -> None:
