@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument(
-        "--warmup", type=float, default=5.0, help="seconds published first, not measured"
+        "--warmup", type=float, default=10.0, help="seconds published first, not measured"
     )
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
     parser.add_argument("--sources", default="pulsar,ceiling", help="pulsar, ceiling or both")
