@@ -25,13 +25,29 @@ def parse_service_url(url: str) -> list[BrokerAddress]:
     """Parse ``pulsar://host[:port][,host2[:port]]`` (or ``pulsar+ssl://``)."""
     text = url.strip()
     scheme, sep, rest = text.partition("://")
+    if "@" in rest.split("/", 1)[0]:
+        raise ConfigurationError(
+            f"service.url {shown_url(url)!r} carries user information before '@': a service "
+            "URL takes no credentials; give them in authPluginClassName and authParams"
+        )
     if not sep or scheme not in ("pulsar", TLS_SCHEME):
         raise ConfigurationError(
-            f"service.url {url!r} must look like pulsar://host:6650 or pulsar+ssl://host:6651"
+            f"service.url {shown_url(url)!r} must look like pulsar://host:6650 or "
+            "pulsar+ssl://host:6651"
         )
     port = DEFAULT_TLS_PORT if scheme == TLS_SCHEME else DEFAULT_PORT
     hosts = rest.rstrip("/").split(",")
     return [_parse_host(url, host, port) for host in hosts]
+
+
+def shown_url(url: str) -> str:
+    """``url`` as errors and logs show it: whatever comes before an ``@`` in its host part
+    (user information, perhaps a password) replaced by ``***``."""
+    scheme, sep, rest = url.strip().partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url.strip()
+    return f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def is_tls_url(url: str) -> bool:

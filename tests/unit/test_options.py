@@ -193,6 +193,25 @@ def test_bad_service_url(url: str, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("pulsar://app:s3cret@localhost:6650", "pulsar://***@localhost:6650"),
+        ("pulsar+ssl://s3cret@a:6651,b:6651/", "pulsar+ssl://***@a:6651,b:6651/"),
+        ("http://app:s3cret@localhost:8080", "http://***@localhost:8080"),
+    ],
+)
+def test_a_service_url_with_credentials_is_refused_without_showing_them(
+    url: str, shown: str
+) -> None:
+    message = parse_error(**opts(**{"service.url": url}))
+    assert message == (
+        f"service.url {shown!r} carries user information before '@': a service URL takes no "
+        "credentials; give them in authPluginClassName and authParams"
+    )
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
     "option", ["pulsar.client.operationTimeoutMs", "pulsar.client.connectionTimeoutMs"]
 )
 def test_client_timeouts(option: str) -> None:
