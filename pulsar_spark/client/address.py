@@ -50,6 +50,13 @@ def shown_url(url: str) -> str:
     return f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"
 
 
+def cluster_name(url: str) -> str:
+    """A service URL as it may be shown and recorded: scheme, hosts and ports only (any path
+    dropped, default ports written out), so one cluster has one name."""
+    scheme = url.strip().partition("://")[0]
+    return f"{scheme}://{','.join(str(address) for address in parse_service_url(url))}"
+
+
 def is_tls_url(url: str) -> bool:
     """Whether ``url`` asks for TLS (``pulsar+ssl://``)."""
     return url.strip().startswith(TLS_SCHEME + "://")

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pulsar_spark.arrow.values import ValueSchema
+from pulsar_spark.client.failover import Clusters
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
 from pulsar_spark.errors import ConfigurationError
@@ -45,6 +46,7 @@ from pulsar_spark.spark.crypto_options import (
     failure_action,
     private_keys,
 )
+from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, failover_clusters
 from pulsar_spark.spark.option_values import (
     ADMIN_SETTINGS,
     ADMIN_URL,
@@ -121,6 +123,7 @@ READ_OPTIONS = (
     WAITING_FOR_NON_EXISTED_TOPIC,
     PRIVATE_KEY_FILES,
     CRYPTO_FAILURE_ACTION,
+    *FAILOVER_OPTIONS,
     *CLIENT_OPTIONS,
 )
 # Java reader settings accepted for compatibility, with a warning that they change nothing.
@@ -243,6 +246,8 @@ class ReadOptions:
     value_schema: ValueSchema | None = None
     # Private keys of encrypted messages, and what to do with those none opens.
     decryption: ReaderDecryption = field(default_factory=ReaderDecryption)
+    # The clusters a stream switches to when its own is gone (failover.*); None: no switch.
+    failover: Clusters | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: ReadMode) -> ReadOptions:
@@ -269,8 +274,10 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
     ending = _ending(opts, rules)
     value_format = _value_format(opts)
     subscription = _subscription(opts, rules)
+    replicated = _replicate_subscription_state(opts, subscription)
+    client = client_settings(opts)
     return ReadOptions(
-        client=client_settings(opts),
+        client=client,
         topics=_topics(opts),
         starting=starting,
         ending=ending,
@@ -283,10 +290,13 @@ def _parse(opts: OptionValues, rules: _Rules) -> ReadOptions:
         max_trigger_delay=_max_trigger_delay(opts, rules),
         min_partitions=opts.positive_int(MIN_PARTITIONS, 0) if opts.has(MIN_PARTITIONS) else None,
         subscription=subscription,
-        replicate_subscription_state=_replicate_subscription_state(opts, subscription),
+        replicate_subscription_state=replicated,
         value_format=value_format,
         given_schema=_given_schema(opts, value_format),
         decryption=ReaderDecryption(private_keys(opts), failure_action(opts)),
+        failover=failover_clusters(
+            opts, client, streaming=rules.per_trigger, replicated=replicated
+        ),
     )
 
 

@@ -1,0 +1,110 @@
+"""Clusters in order of preference, and when to leave the active one.
+
+How this works
+--------------
+A geo-replicated topic lives on several clusters. :class:`Clusters` lists them, the primary
+first, each with its client settings (the secondaries connect as the primary does: same
+authentication and TLS, another service URL). A cluster is named by its service URL without
+user info (:func:`~pulsar_spark.client.address.cluster_name`).
+
+:class:`ClusterWatch` decides when to switch, as Apache Pulsar's Java ``AutoClusterFailover``
+does: a cluster is reachable when a TCP connection to one of its service URL's hosts opens;
+one found unreachable is probed again every ``check_interval`` seconds, and once it has been
+unreachable for ``failover_delay`` seconds without a break the next cluster of the list takes
+over. The last cluster of the list is never left.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pulsar_spark.client.address import cluster_name, parse_service_url
+from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.errors import ConfigurationError
+
+
+@dataclass(frozen=True, slots=True)
+class Clusters:
+    """The clusters a stream may read, the primary first, and when to switch between them."""
+
+    settings: tuple[ClientSettings, ...]
+    failover_delay: float  # seconds unreachable before the next cluster takes over
+    check_interval: float  # seconds between probes of an unreachable cluster
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(cluster_name(s.service_url) for s in self.settings)
+
+    @property
+    def primary(self) -> str:
+        return self.names[0]
+
+    def settings_of(self, name: str) -> ClientSettings:
+        """The client settings of the cluster ``name`` (a recorded offset's cluster)."""
+        names = self.names
+        if name not in names:
+            raise ConfigurationError(
+                f"the checkpointed offsets belong to cluster {name}, which is neither the "
+                f"service.url nor one of the secondary service URLs ({', '.join(names)})"
+            )
+        return self.settings[names.index(name)]
+
+    def after(self, name: str) -> str | None:
+        """The cluster that takes over from ``name``, None for the last one."""
+        names = self.names
+        index = names.index(name) + 1
+        return names[index] if index < len(names) else None
+
+
+def reachable(settings: ClientSettings, timeout: float) -> bool:
+    """Whether a TCP connection opens to one of the hosts of the cluster's service URL."""
+    for address in parse_service_url(settings.service_url):
+        try:
+            with socket.create_connection((address.host, address.port), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+Probe = Callable[[ClientSettings, float], bool]
+
+
+class ClusterWatch:
+    """Which cluster to read: the active one while it is reachable, the next once it has
+    been unreachable for the failover delay (see the module docstring)."""
+
+    def __init__(
+        self,
+        clusters: Clusters,
+        *,
+        probe: Probe = reachable,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.clusters = clusters
+        self._probe = probe
+        self._clock = clock
+        self._sleep = sleep
+
+    def choose(self, active: str) -> str:
+        """``active`` when it answers, else the cluster that takes over once ``active`` has
+        been unreachable for the failover delay (probing it every check interval until then).
+        Returns at once for the last cluster of the list."""
+        clusters = self.clusters
+        successor = clusters.after(active)
+        if successor is None:
+            return active
+        settings = clusters.settings_of(active)
+        timeout = min(clusters.check_interval, settings.connection_timeout)
+        down_since: float | None = None
+        while not self._probe(settings, timeout):
+            now = self._clock()
+            down_since = now if down_since is None else down_since
+            if now - down_since >= clusters.failover_delay:
+                return successor
+            self._sleep(clusters.check_interval)
+        return active

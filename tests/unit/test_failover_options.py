@@ -1,0 +1,203 @@
+"""The failover.* read options: parsed into the list of clusters at definition, every refusal
+naming the option; and the watch that decides when the active cluster is left."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulsar_spark.client.address import cluster_name
+from pulsar_spark.client.failover import Clusters, ClusterWatch
+from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
+
+C1 = "pulsar://c1.example:6650"
+C2 = "pulsar://c2.example:6650"
+C3 = "pulsar://c3.example"
+REPLICATED = {"subscriptionName": "geo-etl", "replicateSubscriptionState": "true"}
+
+
+def parse(mode: ReadMode = ReadMode.STREAM, **options: str) -> ReadOptions:
+    return ReadOptions.parse({"service.url": C1, "topic": "t", **options}, mode=mode)
+
+
+def parse_error(mode: ReadMode = ReadMode.STREAM, **options: str) -> str:
+    with pytest.raises(ConfigurationError) as info:
+        parse(mode, **options)
+    return str(info.value)
+
+
+def test_no_failover_by_default() -> None:
+    assert parse(**REPLICATED).failover is None
+
+
+def test_secondary_clusters_in_order_with_the_primary_settings() -> None:
+    options = parse(
+        **REPLICATED,
+        **{
+            "failover.secondaryServiceUrls": f" {C2} ; {C3} ",
+            "failover.failoverDelayMs": "5000",
+            "failover.checkIntervalMs": "250",
+            "pulsar.client.operationTimeoutMs": "7000",
+        },
+    )
+    clusters = options.failover
+    assert clusters is not None
+    assert clusters.names == (C1, C2, "pulsar://c3.example:6650")
+    assert [s.service_url for s in clusters.settings] == [C1, C2, C3]
+    assert {s.operation_timeout for s in clusters.settings} == {7.0}
+    assert {s.connection for s in clusters.settings} == {options.client.connection}
+    assert (clusters.failover_delay, clusters.check_interval) == (5.0, 0.25)
+
+
+def test_failover_defaults() -> None:
+    clusters = parse(**REPLICATED, **{"failover.secondaryServiceUrls": C2}).failover
+    assert clusters is not None
+    assert (clusters.failover_delay, clusters.check_interval) == (30.0, 1.0)
+
+
+def test_secondaries_need_a_replicated_subscription() -> None:
+    wanted = (
+        "option 'failover.secondaryServiceUrls' needs options 'subscriptionName' and "
+        "'replicateSubscriptionState'='true': the stream starts on the next cluster from that "
+        "subscription's replicated position"
+    )
+    assert parse_error(**{"failover.secondaryServiceUrls": C2}) == wanted
+    assert (
+        parse_error(subscriptionName="geo-etl", **{"failover.secondaryServiceUrls": C2}) == wanted
+    )
+
+
+def test_secondaries_are_for_streams_only() -> None:
+    message = parse_error(ReadMode.BATCH, **{"failover.secondaryServiceUrls": C2})
+    assert message == (
+        "option 'failover.secondaryServiceUrls' applies to streaming reads only: a batch read "
+        "has no position to carry to another cluster"
+    )
+
+
+@pytest.mark.parametrize("name", ["failover.failoverDelayMs", "failover.checkIntervalMs"])
+def test_timing_options_need_the_secondaries(name: str) -> None:
+    assert parse_error(**REPLICATED, **{name: "1000"}) == (
+        f"option {name!r} needs option 'failover.secondaryServiceUrls': the service URLs of the "
+        "clusters to switch to, in order"
+    )
+
+
+def test_check_interval_within_the_delay() -> None:
+    message = parse_error(
+        **REPLICATED,
+        **{
+            "failover.secondaryServiceUrls": C2,
+            "failover.failoverDelayMs": "1000",
+            "failover.checkIntervalMs": "1001",
+        },
+    )
+    assert message == (
+        "option 'failover.checkIntervalMs' (1001) must not exceed option "
+        "'failover.failoverDelayMs' (1000): a cluster is probed at least once before it is left"
+    )
+
+
+@pytest.mark.parametrize("name", ["failover.failoverDelayMs", "failover.checkIntervalMs"])
+def test_timing_options_are_positive(name: str) -> None:
+    message = parse_error(**REPLICATED, **{"failover.secondaryServiceUrls": C2, name: "0"})
+    assert message == f"option {name!r} must be a positive integer, got 0"
+
+
+@pytest.mark.parametrize("listed", [C1, "pulsar://c1.example", f"{C2};{C2}"])
+def test_a_cluster_listed_twice(listed: str) -> None:
+    message = parse_error(**REPLICATED, **{"failover.secondaryServiceUrls": listed})
+    assert message.startswith("option 'failover.secondaryServiceUrls': cluster pulsar://c")
+    assert message.endswith("is listed twice (or is 'service.url'); separate the clusters with ';'")
+
+
+def test_a_secondary_that_is_no_service_url() -> None:
+    message = parse_error(**REPLICATED, **{"failover.secondaryServiceUrls": "http://c2:8080"})
+    assert message == (
+        "option 'failover.secondaryServiceUrls': service.url 'http://c2:8080' must look like "
+        "pulsar://host:6650 or pulsar+ssl://host:6651"
+    )
+
+
+def test_every_cluster_uses_tls_or_none_does() -> None:
+    message = parse_error(
+        **REPLICATED, **{"failover.secondaryServiceUrls": "pulsar+ssl://c2.example:6651"}
+    )
+    assert message == (
+        "option 'failover.secondaryServiceUrls': pulsar+ssl://c2.example:6651 and "
+        "'service.url' must both use pulsar+ssl:// or both pulsar://: every cluster is reached "
+        "with the same TLS settings"
+    )
+
+
+def test_schema_time_check_accepts_failover() -> None:
+    options = {"service.url": C1, "topic": "t", **REPLICATED, "failover.secondaryServiceUrls": C2}
+    assert check_read_options(options).failover is not None
+
+
+def test_cluster_names_drop_user_info_and_fill_in_ports() -> None:
+    assert cluster_name("pulsar://user:secret@c2.example/") == "pulsar://c2.example:6650"
+    assert cluster_name("pulsar+ssl://a,b:7000") == "pulsar+ssl://a:6651,b:7000"
+
+
+# --- the watch ----------------------------------------------------------------------------------
+
+
+def clusters(delay: float = 3.0, interval: float = 1.0) -> Clusters:
+    return Clusters((ClientSettings(C1), ClientSettings(C2)), delay, interval)
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def watch(answers: list[bool], time: FakeTime, probed: list[str]) -> ClusterWatch:
+    def probe(settings: ClientSettings, timeout: float) -> bool:
+        probed.append(settings.service_url)
+        assert timeout == 1.0
+        return answers.pop(0)
+
+    return ClusterWatch(clusters(), probe=probe, clock=time.clock, sleep=time.sleep)
+
+
+def test_a_reachable_cluster_stays_active() -> None:
+    time, probed = FakeTime(), []
+    assert watch([True], time, probed).choose(C1) == C1
+    assert (probed, time.sleeps) == ([C1], [])
+
+
+def test_a_cluster_back_within_the_delay_stays_active() -> None:
+    time, probed = FakeTime(), []
+    assert watch([False, False, False, True], time, probed).choose(C1) == C1
+    assert (probed, time.sleeps) == ([C1] * 4, [1.0, 1.0, 1.0])
+
+
+def test_a_cluster_unreachable_for_the_delay_is_left_for_the_next() -> None:
+    time, probed = FakeTime(), []
+    assert watch([False] * 4, time, probed).choose(C1) == C2
+    assert (probed, time.sleeps) == ([C1] * 4, [1.0, 1.0, 1.0])
+
+
+def test_the_last_cluster_is_never_left() -> None:
+    time, probed = FakeTime(), []
+    assert watch([], time, probed).choose(C2) == C2
+    assert probed == []
+
+
+def test_an_unknown_recorded_cluster_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        clusters().settings_of("pulsar://elsewhere:6650")
+    assert str(info.value) == (
+        "the checkpointed offsets belong to cluster pulsar://elsewhere:6650, which is neither "
+        f"the service.url nor one of the secondary service URLs ({C1}, {C2})"
+    )
