@@ -11,6 +11,12 @@ Inside a batched entry the position is exact to the message (``batchIndex``), so
 end a micro-batch in the middle of an entry and the next one resumes right after it. A batch
 index of -1 stands for the whole entry; ``(-1, -1, -1)`` means "nothing consumed yet".
 
+A stream that may switch clusters (``failover.secondaryServiceUrls``) records the cluster its
+positions belong to under the key ``"cluster"`` (a service URL without user info, see
+:func:`~pulsar_spark.client.address.cluster_name`), never a partition name, which always has a
+scheme. Offsets on the primary cluster (``service.url``) leave the key out, so they read the
+same as before failover existed, and offsets without it mean the primary.
+
 Keys are sorted at every level, because Spark compares offsets as JSON strings: two spellings
 of one offset would make it run empty micro-batches forever.
 """
@@ -25,27 +31,39 @@ from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 
 NOTHING_CONSUMED = MessageId.earliest()
+CLUSTER = "cluster"
 
 
 @dataclass(frozen=True)
 class PulsarOffset:
-    """Partition name -> id of the last consumed message (see the module docstring)."""
+    """Partition name -> id of the last consumed message, on ``cluster`` (None: the primary;
+    see the module docstring)."""
 
     positions: Mapping[str, MessageId]
+    cluster: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The canonical JSON form: keys sorted at every level."""
-        return {
-            name: dict(sorted(self.positions[name].to_json().items()))
-            for name in sorted(self.positions)
+        data: dict[str, Any] = {
+            name: dict(sorted(position.to_json().items()))
+            for name, position in self.positions.items()
         }
+        if self.cluster is not None:
+            data[CLUSTER] = self.cluster
+        return dict(sorted(data.items()))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PulsarOffset:
+        cluster = data.get(CLUSTER)
+        if cluster is not None and not isinstance(cluster, str):
+            raise ConfigurationError(f"invalid Pulsar offset {dict(data)!r}: cluster {cluster!r}")
         try:
-            return cls({name: MessageId.from_json(value) for name, value in data.items()})
+            positions = {
+                name: MessageId.from_json(value) for name, value in data.items() if name != CLUSTER
+            }
         except TypeError as exc:
             raise ConfigurationError(f"invalid Pulsar offset {dict(data)!r}: {exc}") from exc
+        return cls(positions, cluster)
 
     def get(self, partition: str) -> MessageId:
         return self.positions.get(partition, NOTHING_CONSUMED)

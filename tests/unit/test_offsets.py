@@ -86,6 +86,43 @@ def test_batch_index_is_optional_and_missing_partitions_read_as_nothing_consumed
     assert PulsarOffset({}).to_json() == {}
 
 
+C2 = "pulsar://c2.example:6650"
+NON_PERSISTENT = "non-persistent://public/default/np"
+
+
+def test_a_secondary_cluster_is_recorded_in_the_canonical_text() -> None:
+    offset = PulsarOffset({P0: MessageId(3, 5, -1, 0), NON_PERSISTENT: MessageId(1, 2)}, C2)
+    assert json.dumps(offset.to_json()) == (
+        '{"cluster": "pulsar://c2.example:6650", '
+        '"non-persistent://public/default/np": {"batchIndex": -1, "entryId": 2, "ledgerId": 1}, '
+        '"persistent://public/default/t-partition-0": '
+        '{"batchIndex": -1, "entryId": 5, "ledgerId": 3}}'
+    )
+    back = PulsarOffset.from_json(json.loads(json.dumps(offset.to_json())))
+    assert back == PulsarOffset({P0: MessageId(3, 5, -1), NON_PERSISTENT: MessageId(1, 2)}, C2)
+    assert back.to_json() == offset.to_json()
+
+
+def test_offsets_without_a_cluster_are_the_primary_and_keep_their_text() -> None:
+    text = (
+        '{"persistent://public/default/t-partition-0": '
+        '{"batchIndex": -1, "entryId": 5, "ledgerId": 3}}'
+    )
+    offset = PulsarOffset.from_json(json.loads(text))
+    assert offset.cluster is None
+    assert json.dumps(offset.to_json()) == text
+    assert PulsarOffset({}, C2).to_json() == {"cluster": C2}
+
+
+def test_a_cluster_that_is_no_string_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        PulsarOffset.from_json({"cluster": 2, P0: {"entryId": 1, "ledgerId": 1}})
+    assert str(info.value) == (
+        "invalid Pulsar offset {'cluster': 2, 'persistent://public/default/t-partition-0': "
+        "{'entryId': 1, 'ledgerId': 1}}: cluster 2"
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
