@@ -15,8 +15,17 @@ position, or a task whose start retention removed), and counting messages for
 (:mod:`.counting`), waiting for ``minMessagesPerTrigger`` (:mod:`.trigger_wait`), the durable
 subscription ``subscriptionName`` keeps (:mod:`.subscription`: created at the start,
 acknowledged through each committed micro-batch's end; it holds data in the broker and never
-decides what is read) and the lag logged per micro-batch (:mod:`.lag`).
+decides what is read), the lag logged per micro-batch (:mod:`.lag`), and the switch to
+another cluster with ``failover.secondaryServiceUrls`` (:mod:`.failover`).
 This class wires them to Spark.
+
+The switch: each ``latestOffset`` first asks the cluster watch
+(:class:`~pulsar_spark.client.failover.ClusterWatch`) whether the cluster of its start offset
+is still there. Once it has been unreachable for the failover delay, the next micro-batch is
+one that reads nothing and ends at the replicated subscription's positions on the next
+cluster, recorded with that cluster's name (see :mod:`.offsets`): the switch shows as the
+change of cluster between the micro-batch's start and end offsets in the query's progress.
+Every later micro-batch, and a restarted query, reads the cluster its start offset names.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -37,11 +48,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pulsar_spark.client.failover import ClusterWatch
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import PulsarSparkError
+from pulsar_spark.errors import ConfigurationError, PulsarSparkError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
+from pulsar_spark.spark.failover import create_on, replicated_positions
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
@@ -70,7 +83,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._policy = DataLossPolicy(options.fail_on_data_loss)
-        self._lookup: Lookup | None = None
+        # The cluster read (None: the primary, service.url) and a lookup per cluster.
+        self._active: str | None = None
+        self._lookups: dict[str | None, Lookup] = {}
+        self._watch = None if options.failover is None else ClusterWatch(options.failover)
         self._refs: dict[str, PartitionRef] = {}
         self._available_now: dict[str, MessageId | None] | None = None
         self._latest: dict[str, Any] | None = None
@@ -83,15 +99,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 options.min_messages_per_trigger, options.max_trigger_delay, self._open_count
             )
         )
-        self._keeper = (
-            None
-            if options.subscription is None
-            else SubscriptionKeeper(
-                options.subscription,
-                self._connect,
-                replicated=options.replicate_subscription_state,
-            )
-        )
+        self._keeper = self._new_keeper()
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the options only: read() is stateless by design.
@@ -109,6 +117,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             self._initial = self._retrying(self._resolve_initial, "finding the start offsets")
             self._hold(self._initial)
+            self._create_on_secondaries()
         return self._initial
 
     def _resolve_initial(self) -> dict[str, Any]:
@@ -146,6 +155,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         through it here too, because Spark calls ``commit`` for a micro-batch only once it
         plans a later one with data — never for the last micro-batch of an AvailableNow run
         or one followed by idle triggers."""
+        switched = self._follow(start)
+        if switched is not None:
+            return switched
         self._hold(start)
 
         def attempt() -> dict[str, Any]:
@@ -162,14 +174,17 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, finish = PulsarOffset.from_json(start), PulsarOffset.from_json(end)
+        if begin.cluster != finish.cluster:
+            return []  # the micro-batch that switches clusters reads nothing
+        options = self._options_on(finish.cluster)
         reads = []
         for name in sorted(finish.positions):
             first, last = begin.get(name), finish.positions[name]
             if not has_messages_after(first, last):
                 continue
             ref = self._refs.get(name) or _ref_from_name(name)
-            reads.append(partition_read(self.options, ref, first, last, start_inclusive=False))
-        return split_reads(reads, self.options.min_partitions)
+            reads.append(partition_read(options, ref, first, last, start_inclusive=False))
+        return split_reads(reads, options.min_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
         """With ``subscriptionName``, acknowledge the subscription through ``end`` (Spark
@@ -212,9 +227,89 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._connect().retrying(operation, what)
 
     def _connect(self) -> Lookup:
-        if self._lookup is None:
-            self._lookup = make_lookup(self.options.client)
-        return self._lookup
+        """The lookup of the cluster read now."""
+        return self._lookup_of(self._active)
+
+    def _lookup_of(self, cluster: str | None) -> Lookup:
+        lookup = self._lookups.get(cluster)
+        if lookup is None:
+            lookup = self._lookups[cluster] = make_lookup(self._options_on(cluster).client)
+        return lookup
+
+    def _options_on(self, cluster: str | None) -> ReadOptions:
+        """The options, reading ``cluster`` (None: the primary)."""
+        clusters = self.options.failover
+        if cluster is None:
+            return self.options
+        if clusters is None:
+            raise ConfigurationError(
+                f"the checkpointed offsets belong to cluster {cluster}, but option "
+                "'failover.secondaryServiceUrls' is not given to name it"
+            )
+        return replace(self.options, client=clusters.settings_of(cluster))
+
+    def _new_keeper(self) -> SubscriptionKeeper | None:
+        options = self.options
+        if options.subscription is None:
+            return None
+        return SubscriptionKeeper(
+            options.subscription, self._connect, replicated=options.replicate_subscription_state
+        )
+
+    def _create_on_secondaries(self) -> None:
+        """Create the replicated subscription on every secondary cluster, so that their
+        copies of its position follow this one's (see :mod:`.failover`)."""
+        clusters, subscription = self.options.failover, self.options.subscription
+        if clusters is None or subscription is None:
+            return
+        refs = list(self._refs.values())
+        for cluster in clusters.names[1:]:
+            create_on(subscription, partial(self._lookup_of, cluster), refs)
+
+    def _follow(self, start: dict[str, Any]) -> dict[str, Any] | None:
+        """Read the cluster ``start`` belongs to; when the watch says to leave it, switch
+        and return the end of the micro-batch that records the switch (None: no switch)."""
+        recorded = PulsarOffset.from_json(start).cluster
+        self._activate(recorded)
+        clusters = self.options.failover
+        if self._watch is None or clusters is None:
+            return None
+        left = recorded or clusters.primary
+        chosen = self._watch.choose(left)
+        if chosen == left:
+            return None
+        self._activate(None if chosen == clusters.primary else chosen)
+        subscription = self.options.subscription
+        assert subscription is not None  # failover needs a replicated subscription
+        log.warning(
+            "cluster %s has been unreachable for %s s: the stream switches to cluster %s, "
+            "reading on after the position subscription %r has there",
+            left,
+            clusters.failover_delay,
+            chosen,
+            subscription,
+        )
+
+        def positions() -> dict[str, Any]:
+            lookup = self._connect()
+            found = replicated_positions(lookup, self._discover(lookup), subscription)
+            return PulsarOffset(found, self._active).to_json()
+
+        self._latest = self._retrying(positions, f"finding where to start on cluster {chosen}")
+        return self._latest
+
+    def _activate(self, cluster: str | None) -> None:
+        """Read ``cluster`` (None: the primary) from now on."""
+        clusters = self.options.failover
+        if clusters is not None and cluster == clusters.primary:
+            cluster = None
+        if cluster == self._active:
+            return
+        self._active = cluster
+        self._counters.close()
+        self._keeper = self._new_keeper()
+        if self._available_now is not None:
+            self.prepareForTriggerAvailableNow()
 
     def _discover(self, lookup: Lookup) -> list[PartitionRef]:
         refs = resolve_partitions(lookup, self.options.topics)
@@ -257,9 +352,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _hold(self, offset: dict[str, Any]) -> None:
-        if self._keeper is not None:
-            positions = PulsarOffset.from_json(offset).positions
-            self._keeper.hold(positions, self._refs, self._counters.batch_size)
+        """Acknowledge the subscription through ``offset``, on the cluster read now (an offset
+        of another cluster holds nothing there)."""
+        parsed = PulsarOffset.from_json(offset)
+        if self._keeper is not None and parsed.cluster == self._active:
+            self._keeper.hold(parsed.positions, self._refs, self._counters.batch_size)
 
     def _ends(self, lookup: Lookup, refs: Sequence[PartitionRef]) -> tuple[EndOf, EndOf | None]:
         """Where micro-batches end, and under Trigger.AvailableNow where partitions end now
