@@ -50,7 +50,7 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.client.failover import ClusterWatch
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import ConfigurationError, PulsarSparkError
+from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExhaustedError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
@@ -154,7 +154,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         after committing that one: with ``subscriptionName`` the subscription is acknowledged
         through it here too, because Spark calls ``commit`` for a micro-batch only once it
         plans a later one with data — never for the last micro-batch of an AvailableNow run
-        or one followed by idle triggers."""
+        or one followed by idle triggers.
+
+        With ``failover.secondaryServiceUrls``, a cluster that goes away while this runs is
+        asked about again when the retries give up: past the failover delay, the stream
+        switches clusters instead of failing."""
         switched = self._follow(start)
         if switched is not None:
             return switched
@@ -167,7 +171,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._counters.close()
                 raise
 
-        return self._retrying(attempt, "finding the end of the next micro-batch")
+        try:
+            return self._retrying(attempt, "finding the end of the next micro-batch")
+        except RetriesExhaustedError:
+            switched = self._follow(start)
+            if switched is None:
+                raise
+            return switched
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return self._latest
@@ -321,16 +331,15 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = PulsarOffset.from_json(start).positions
         refs = self._discover(lookup)
         ranges = next_ranges(begin, refs, self._policy, *self._ends(lookup, refs))
-        self._latest = PulsarOffset(ranges.ends).to_json()
+        self._latest = PulsarOffset(ranges.ends, self._active).to_json()
         end = self._latest
         messages, size, waits = self._limits(limit)
         if waits and self._wait is not None and self._wait.waits(ranges.starts, ranges.ends):
             log.debug("fewer than minMessagesPerTrigger messages: the micro-batch waits")
             return start
         if messages is not None or size is not None:
-            end = PulsarOffset(
-                self._counters.ends(ranges.starts, ranges.ends, messages, size)
-            ).to_json()
+            ends = self._counters.ends(ranges.starts, ranges.ends, messages, size)
+            end = PulsarOffset(ends, self._active).to_json()
         _log_lag(end, self._latest)
         return end
 
