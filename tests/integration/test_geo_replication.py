@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 import pulsar
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from support.geo_fixtures import SNAPSHOT_MS, GeoClusters
+from support.geo_fixtures import SNAPSHOT_MS, GeoClusters, publish_in_bursts
 from support.official import official_client
-from support.streaming import Batches, Message, as_messages, drafts, publish, read_available_now
+from support.streaming import Batches, Message, as_messages, read_available_now
 from support.waiting import wait_until
 from support.written import write
 
@@ -31,9 +30,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
 
 SOURCE_POSITION = "__MSG_PROP_REPL_SOURCE_POSITION"
 """The property Apache adds to a replicated copy: ``ledger:entry`` of the original."""
-
-SNAPSHOT_PAUSE = 4 * SNAPSHOT_MS / 1000
-"""Seconds between bursts of messages: long enough for a snapshot to land between them."""
 
 REPLICATION_TIMEOUT = 60.0
 
@@ -71,30 +67,6 @@ def with_replicated_subscription(broker: ApacheBroker, topic: str, name: str) ->
         ).close()
     finally:
         client.close()
-
-
-def publish_in_bursts(
-    broker: ApacheBroker,
-    topic: str,
-    bursts: int,
-    size: int,
-    *,
-    batch_size: int = 0,
-    first: int = 0,
-) -> list[Message]:
-    """``bursts`` bursts of ``size`` keyed messages with properties (numbered from
-    ``first``), each followed by a pause of a few snapshot periods, so that markers lie
-    between them."""
-    client = official_client(broker.service_url)
-    sent: list[Message] = []
-    try:
-        for burst in range(bursts):
-            messages = drafts(size, f"b{burst}", first=first + burst * size)
-            sent += publish(client, topic, messages, batch_size=batch_size)
-            time.sleep(SNAPSHOT_PAUSE)
-    finally:
-        client.close()
-    return sent
 
 
 def marker_entries(geo: GeoClusters, broker: ApacheBroker, messages: list[Message]) -> int:

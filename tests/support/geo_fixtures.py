@@ -12,7 +12,9 @@ on the other cluster through the snapshot markers the brokers write every
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -21,6 +23,8 @@ from pulsar_spark.local import ApacheBroker
 
 from .apache_faults import admin_path
 from .apache_fixtures import start_apache
+from .official import official_client
+from .streaming import Message, drafts, publish
 
 CLUSTERS: tuple[str, str] = ("c1", "c2")
 """The two clusters' names."""
@@ -31,6 +35,9 @@ NAMESPACE = f"{TENANT}/replicated"
 
 SNAPSHOT_MS = 250
 """``replicatedSubscriptionsSnapshotFrequencyMillis`` of both clusters (Apache's default: 1 s)."""
+
+SNAPSHOT_PAUSE = 4 * SNAPSHOT_MS / 1000
+"""Seconds between bursts of messages: long enough for a snapshot to land between them."""
 
 
 @dataclass(frozen=True)
@@ -73,12 +80,10 @@ def replicate(brokers: dict[str, ApacheBroker]) -> None:
         broker.admin("POST", f"/admin/v2/namespaces/{NAMESPACE}/replication", names)
 
 
-@pytest.fixture(scope="session")
-def geo_clusters() -> Iterator[GeoClusters]:
-    """Clusters ``c1`` and ``c2`` replicating :data:`NAMESPACE` to each other.
-
-    Tests must not stop or restart them, nor change the namespace's policies.
-    """
+@contextmanager
+def geo_pair() -> Iterator[GeoClusters]:
+    """Start clusters ``c1`` and ``c2`` replicating :data:`NAMESPACE` to each other, and stop
+    them on leaving (for a test that stops or kills one: the session's pair is shared)."""
     config = {"replicatedSubscriptionsSnapshotFrequencyMillis": str(SNAPSHOT_MS)}
     started: dict[str, ApacheBroker] = {}
     try:
@@ -89,3 +94,37 @@ def geo_clusters() -> Iterator[GeoClusters]:
     finally:
         for broker in started.values():
             broker.stop()
+
+
+@pytest.fixture(scope="session")
+def geo_clusters() -> Iterator[GeoClusters]:
+    """Clusters ``c1`` and ``c2`` replicating :data:`NAMESPACE` to each other.
+
+    Tests must not stop or restart them, nor change the namespace's policies.
+    """
+    with geo_pair() as pair:
+        yield pair
+
+
+def publish_in_bursts(
+    broker: ApacheBroker,
+    topic: str,
+    bursts: int,
+    size: int,
+    *,
+    batch_size: int = 0,
+    first: int = 0,
+) -> list[Message]:
+    """``bursts`` bursts of ``size`` keyed messages with properties (numbered from
+    ``first``), each followed by a pause of a few snapshot periods, so that markers lie
+    between them."""
+    client = official_client(broker.service_url)
+    sent: list[Message] = []
+    try:
+        for burst in range(bursts):
+            messages = drafts(size, f"b{burst}", first=first + burst * size)
+            sent += publish(client, topic, messages, batch_size=batch_size)
+            time.sleep(SNAPSHOT_PAUSE)
+    finally:
+        client.close()
+    return sent

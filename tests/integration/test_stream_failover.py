@@ -1,0 +1,176 @@
+"""A stream that fails over: reading ``c1`` of a pair of geo-replicated Apache clusters of its
+own (``geo_pair``: this test kills ``c1``), with a replicated subscription and
+``failover.secondaryServiceUrls`` naming ``c2``.
+
+``c1`` is SIGKILLed mid-stream; the stream goes on on ``c2`` from the replicated
+subscription's position; every message (produced on ``c1`` before the kill, and on ``c2``
+after it) lands in the Parquet sink, and the only duplicates are the copies on ``c2`` after
+that position. The query restarted after the failover resumes on ``c2``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from support.geo_fixtures import GeoClusters, geo_pair, publish_in_bursts
+from support.official import official_client
+from support.streaming import QUERY_TIMEOUT, Message, as_messages, drafts, publish, stream
+from support.streaming import to_parquet as start_to_parquet
+from support.waiting import wait_until
+
+from pulsar_spark.client.address import cluster_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
+
+SUBSCRIPTION = "spark-failover"
+FAILOVER_DELAY_MS = 3000
+
+
+def failover_stream(spark: SparkSession, geo: GeoClusters, topic: str, out: Path) -> StreamingQuery:
+    """The stream under test, from ``c1`` (failing over to ``c2``) into Parquet files."""
+    df = stream(
+        spark,
+        geo.c1.service_url,
+        topic,
+        startingOffsets="earliest",
+        subscriptionName=SUBSCRIPTION,
+        replicateSubscriptionState="true",
+        **{
+            "failover.secondaryServiceUrls": geo.c2.service_url,
+            "failover.failoverDelayMs": str(FAILOVER_DELAY_MS),
+            "failover.checkIntervalMs": "250",
+            "pulsar.client.operationTimeoutMs": "10000",
+        },
+    )
+    return start_to_parquet(df, out / "rows", out / "checkpoint", processingTime="500 milliseconds")
+
+
+def sunk(spark: SparkSession, out: Path) -> list[tuple[bytes, str | None]]:
+    """(value, replicatedFrom) of every row in the sink."""
+    if not (out / "rows" / "_spark_metadata").exists():
+        return []
+    rows = spark.read.schema("value binary, replicatedFrom string").parquet(str(out / "rows"))
+    return [(bytes(r[0]), r[1]) for r in rows.collect()]
+
+
+def alive(query: StreamingQuery) -> bool:
+    """True while ``query`` runs; its error once it has stopped (so a wait fails at once)."""
+    assert query.isActive, f"the query stopped: {query.exception()}"
+    return True
+
+
+def copies_on(spark: SparkSession, geo: GeoClusters, topic: str, count: int) -> list[Message]:
+    """``topic`` as ``c2`` holds it, once it holds ``count`` messages."""
+
+    def read() -> list[Message]:
+        df = spark.read.format("pulsar").option("service.url", geo.c2.service_url)
+        return as_messages(df.option("topic", topic).load())
+
+    wait_until(lambda: len(read()) >= count, f"{count} messages on c2", QUERY_TIMEOUT)
+    return read()
+
+
+def switch_progress(query: StreamingQuery) -> tuple[dict[str, object], dict[str, object]]:
+    """(startOffset, endOffset) of the micro-batch that changed clusters."""
+    for progress in query.recentProgress:
+        source = progress.sources[0]
+        start, end = json.loads(source.startOffset or "null") or {}, json.loads(source.endOffset)
+        if start.get("cluster") != end.get("cluster"):
+            return start, end
+    raise AssertionError("no micro-batch changed clusters")
+
+
+def test_stream_fails_over_to_c2_and_resumes_there(
+    spark: SparkSession, topic_name: str, tmp_path: Path
+) -> None:
+    with geo_pair() as geo:
+        c1, c2 = geo.c1, geo.c2
+        topic = geo.topic(topic_name)
+        c1.admin("PUT", topic.replace("persistent://", "/admin/v2/persistent/"))
+        before = publish_in_bursts(c1, topic, 2, 10)
+        copies_on(spark, geo, topic, len(before))  # the topic exists on c2 when the query starts
+        query = failover_stream(spark, geo, topic, tmp_path)
+        try:
+            wait_until(
+                lambda: alive(query) and len(sunk(spark, tmp_path)) == 20,
+                "the first 20 rows",
+                QUERY_TIMEOUT,
+            )
+            before += publish_in_bursts(c1, topic, 2, 10, first=20)
+            wait_until(
+                lambda: alive(query) and len(sunk(spark, tmp_path)) == 40, "40 rows", QUERY_TIMEOUT
+            )
+            copies = copies_on(spark, geo, topic, len(before))
+            time.sleep(1.0)  # a few snapshots: c2's subscription follows the last commit
+
+            c1.kill()
+            killed = time.monotonic()
+            client = official_client(c2.service_url)
+            try:
+                after = publish(client, topic, drafts(10, "c2"))
+            finally:
+                client.close()
+            wait_until(
+                lambda: (
+                    alive(query)
+                    and any(
+                        replicated == "c1" or value.startswith(b"c2-")
+                        for value, replicated in sunk(spark, tmp_path)
+                    )
+                ),
+                "a row from c2",
+                QUERY_TIMEOUT,
+            )
+            failover_seconds = time.monotonic() - killed
+            wanted = {m.value for m in before + after}
+            wait_until(
+                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
+                "every message in the sink",
+                QUERY_TIMEOUT,
+            )
+            start, end = switch_progress(query)
+        finally:
+            query.stop()
+
+        assert "cluster" not in start
+        assert end["cluster"] == cluster_name(c2.service_url)
+        resumed = end[topic]
+        assert isinstance(resumed, dict)
+        through = (resumed["ledgerId"], resumed["entryId"])
+        again = [c.value for c in copies if (c.ledger, c.entry) > through]
+        counts = Counter(value for value, _ in sunk(spark, tmp_path))
+        duplicates = sorted(value for value, n in counts.items() if n > 1)
+        assert duplicates == sorted(again)
+        assert set(counts.values()) <= {1, 2}
+        assert sorted(counts) == sorted(wanted)
+        print(
+            f"failover: first row from c2 {failover_seconds:.1f} s after the kill "
+            f"(failover delay {FAILOVER_DELAY_MS / 1000:g} s); {len(duplicates)} duplicate(s) "
+            f"of {len(before)} messages read on c1"
+        )
+
+        client = official_client(c2.service_url)
+        try:
+            later = publish(client, topic, drafts(5, "later"))
+        finally:
+            client.close()
+        query = failover_stream(spark, geo, topic, tmp_path)
+        try:
+            wanted |= {m.value for m in later}
+            wait_until(
+                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
+                "the messages published after the restart",
+                QUERY_TIMEOUT,
+            )
+        finally:
+            query.stop()
+        counts_after = Counter(value for value, _ in sunk(spark, tmp_path))
+        assert counts_after == counts + Counter(m.value for m in later)
+        ends = [json.loads(p.sources[0].endOffset) for p in query.recentProgress]
+        assert {e.get("cluster") for e in ends} == {cluster_name(c2.service_url)}
