@@ -52,6 +52,10 @@ class Clusters:
             )
         return self.settings[names.index(name)]
 
+    def probe_timeout(self, settings: ClientSettings) -> float:
+        """How long a probe of a cluster waits for its connection."""
+        return min(self.check_interval, settings.connection_timeout)
+
     def after(self, name: str) -> str | None:
         """The cluster that takes over from ``name``, None for the last one."""
         names = self.names
@@ -99,7 +103,7 @@ class ClusterWatch:
         if successor is None:
             return active
         settings = clusters.settings_of(active)
-        timeout = min(clusters.check_interval, settings.connection_timeout)
+        timeout = clusters.probe_timeout(settings)
         down_since: float | None = None
         while not self._probe(settings, timeout):
             now = self._clock()

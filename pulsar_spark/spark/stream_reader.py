@@ -34,7 +34,6 @@ import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -54,7 +53,7 @@ from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExh
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
-from pulsar_spark.spark.failover import create_on, replicated_positions
+from pulsar_spark.spark.failover import Followers, replicated_positions
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
@@ -87,6 +86,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._active: str | None = None
         self._lookups: dict[str | None, Lookup] = {}
         self._watch = None if options.failover is None else ClusterWatch(options.failover)
+        self._followers = (
+            None
+            if options.failover is None or options.subscription is None
+            else Followers(options.subscription, options.failover, self._lookup_of)
+        )
         self._refs: dict[str, PartitionRef] = {}
         self._available_now: dict[str, MessageId | None] | None = None
         self._latest: dict[str, Any] | None = None
@@ -117,7 +121,6 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             self._initial = self._retrying(self._resolve_initial, "finding the start offsets")
             self._hold(self._initial)
-            self._create_on_secondaries()
         return self._initial
 
     def _resolve_initial(self) -> dict[str, Any]:
@@ -241,10 +244,17 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._lookup_of(self._active)
 
     def _lookup_of(self, cluster: str | None) -> Lookup:
+        """The lookup of ``cluster`` (None or the primary's name: the primary)."""
+        cluster = self._secondary(cluster)
         lookup = self._lookups.get(cluster)
         if lookup is None:
             lookup = self._lookups[cluster] = make_lookup(self._options_on(cluster).client)
         return lookup
+
+    def _secondary(self, cluster: str | None) -> str | None:
+        """``cluster``, or None when it is the primary (as offsets and lookups name it)."""
+        clusters = self.options.failover
+        return None if clusters is not None and cluster == clusters.primary else cluster
 
     def _options_on(self, cluster: str | None) -> ReadOptions:
         """The options, reading ``cluster`` (None: the primary)."""
@@ -266,16 +276,6 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             options.subscription, self._connect, replicated=options.replicate_subscription_state
         )
 
-    def _create_on_secondaries(self) -> None:
-        """Create the replicated subscription on every secondary cluster, so that their
-        copies of its position follow this one's (see :mod:`.failover`)."""
-        clusters, subscription = self.options.failover, self.options.subscription
-        if clusters is None or subscription is None:
-            return
-        refs = list(self._refs.values())
-        for cluster in clusters.names[1:]:
-            create_on(subscription, partial(self._lookup_of, cluster), refs)
-
     def _follow(self, start: dict[str, Any]) -> dict[str, Any] | None:
         """Read the cluster ``start`` belongs to; when the watch says to leave it, switch
         and return the end of the micro-batch that records the switch (None: no switch)."""
@@ -288,7 +288,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         chosen = self._watch.choose(left)
         if chosen == left:
             return None
-        self._activate(None if chosen == clusters.primary else chosen)
+        self._activate(chosen)
         subscription = self.options.subscription
         assert subscription is not None  # failover needs a replicated subscription
         log.warning(
@@ -310,9 +310,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _activate(self, cluster: str | None) -> None:
         """Read ``cluster`` (None: the primary) from now on."""
-        clusters = self.options.failover
-        if clusters is not None and cluster == clusters.primary:
-            cluster = None
+        cluster = self._secondary(cluster)
         if cluster == self._active:
             return
         self._active = cluster
@@ -366,6 +364,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parsed = PulsarOffset.from_json(offset)
         if self._keeper is not None and parsed.cluster == self._active:
             self._keeper.hold(parsed.positions, self._refs, self._counters.batch_size)
+        clusters = self.options.failover
+        if self._followers is not None and clusters is not None:
+            self._followers.create(self._active or clusters.primary, list(self._refs.values()))
 
     def _ends(self, lookup: Lookup, refs: Sequence[PartitionRef]) -> tuple[EndOf, EndOf | None]:
         """Where micro-batches end, and under Trigger.AvailableNow where partitions end now
