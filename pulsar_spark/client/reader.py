@@ -100,6 +100,11 @@ class ReadRange:
     start_inclusive: bool = True
     end_inclusive: bool = True
 
+    @property
+    def is_empty(self) -> bool:
+        """Whether no message id lies in the range."""
+        return _is_empty(self)
+
 
 class RawEntry(NamedTuple):
     """One entry as delivered: its MESSAGE command and parsed (still compressed) payload.

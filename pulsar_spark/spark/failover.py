@@ -17,21 +17,38 @@ newest snapshot the subscription had passed on the cluster left, so messages ack
 there after that snapshot are read again: duplicates, bounded by what the stream read after
 the last snapshot. Nothing is lost, except what the cluster left had not replicated yet when
 it went away.
+
+A micro-batch planned on a cluster that goes away while its tasks read it cannot be planned
+again (its offsets are in the checkpoint): a task whose cluster has been unreachable for the
+failover delay reads the rest of its range from the copies on the next cluster
+(:func:`read_with_failover`, through :mod:`pulsar_spark.client.replicated_copies`), keeping
+the micro-batch exactly what was planned, less what had not been replicated (lost data, as
+``failOnDataLoss`` says). The next micro-batch then switches clusters as above.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pulsar_spark.client.address import cluster_name
 from pulsar_spark.client.durable import mark_delete_position
-from pulsar_spark.client.failover import Clusters, Probe, reachable
+from pulsar_spark.client.failover import Clusters, ClusterWatch, Probe, reachable
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.errors import DataLossError, TopicNotFoundError
+from pulsar_spark.client.reader import ReaderSettings, ReadRange
+from pulsar_spark.client.replicated_copies import locate_copies
+from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.errors import DataLossError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.planning import PartitionRef
+from pulsar_spark.spark.planning import PartitionRead, PartitionRef, last_message_id, make_lookup
+from pulsar_spark.spark.reading import read_partition
 from pulsar_spark.spark.subscription import SubscriptionKeeper
 
 log = logging.getLogger(__name__)
@@ -90,3 +107,89 @@ def replicated_positions(
             )
         positions[ref.name] = position.with_partition(ref.partition)
     return positions
+
+
+Read = Callable[[PartitionRead], Iterator[pa.RecordBatch]]
+
+
+def read_with_failover(
+    work: PartitionRead,
+    clusters: Clusters,
+    subscription: str,
+    policy: DataLossPolicy,
+    read: Read,
+) -> Iterator[pa.RecordBatch]:
+    """``read(work)``; when its cluster stops answering (the read gives up) and stays
+    unreachable for the failover delay, the rest of the range from the copies on the next
+    cluster (see the module docstring)."""
+    done: MessageId | None = None
+    left = cluster_name(work.client.service_url)
+    try:
+        for batch in read(work):
+            done = _last_id(batch, work.ref.partition) or done
+            yield batch
+    except RetriesExhaustedError:
+        chosen = ClusterWatch(clusters).choose(left)
+        if chosen == left:
+            raise
+    else:
+        return
+    log.warning(
+        "%s: cluster %s has been unreachable for %s s: reading the rest of this range from "
+        "its copies on cluster %s",
+        work.ref.name,
+        left,
+        clusters.failover_delay,
+        chosen,
+    )
+    rest = work if done is None else replace(work, start=done, start_inclusive=False)
+    yield from read_copies(rest, clusters.settings_of(chosen), subscription, policy)
+
+
+def read_copies(
+    work: PartitionRead,
+    settings: ClientSettings,
+    subscription: str,
+    policy: DataLossPolicy,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``work`` (a range of another cluster) as copied to the cluster
+    ``settings`` reach, searched after ``subscription``'s position there."""
+    lookup = make_lookup(settings)
+    name = work.ref.name
+    wanted = ReadRange(name, work.start, work.end, work.start_inclusive, work.end_inclusive)
+    if wanted.is_empty:
+        return
+    after = mark_delete_position(lookup, name, subscription, timeout=lookup.timeout)
+    last = last_message_id(lookup, work.ref)
+    found = None
+    if after is not None and last is not None:
+        reading = ReaderSettings(poll_timeout=work.poll_timeout, request_timeout=lookup.timeout)
+        found = locate_copies(lookup, wanted, after, last, reading)
+    if found is None or not found.complete:
+        policy.report(
+            f"{name}: the messages through {work.end} were not all replicated to "
+            f"{cluster_name(settings.service_url)} before their cluster went away"
+        )
+    if found is None:
+        return
+    copies = found.range
+    on_copies = replace(
+        work,
+        client=settings,
+        start=copies.start,
+        start_inclusive=copies.start_inclusive,
+        end=copies.end,
+        end_inclusive=copies.end_inclusive,
+    )
+    for batch in read_partition(on_copies):
+        kept = batch.filter(pc.equal(batch.column("replicatedFrom"), found.source))
+        if kept.num_rows:
+            yield kept
+
+
+def _last_id(batch: pa.RecordBatch, partition: int) -> MessageId | None:
+    """The id of the last row of ``batch`` (None when it has none)."""
+    if not batch.num_rows:
+        return None
+    last = batch.column("messageId")[batch.num_rows - 1].as_py()
+    return MessageId(last["ledgerId"], last["entryId"], last["batchIndex"], partition)

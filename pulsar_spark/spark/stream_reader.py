@@ -53,7 +53,7 @@ from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExh
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
-from pulsar_spark.spark.failover import Followers, replicated_positions
+from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
@@ -232,7 +232,16 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             self._policy.start_gone(name, start, first)
 
-        return read_partition(partition, start_gone)
+        clusters, subscription = self.options.failover, self.options.subscription
+        if clusters is None or subscription is None:
+            return read_partition(partition, start_gone)
+        return read_with_failover(
+            partition,
+            clusters,
+            subscription,
+            self._policy,
+            functools.partial(read_partition, on_start_gone=start_gone),
+        )
 
     # --- helpers ---------------------------------------------------------------------------
 

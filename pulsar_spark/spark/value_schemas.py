@@ -30,8 +30,10 @@ from pyspark.sql.types import BinaryType, StructType
 
 from pulsar_spark.arrow.key_values import KeyValueDecoder, RowDecoder
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
+from pulsar_spark.client.failover import reachable
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.schema import fetch_schema, keeps_schemas
+from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo, schema_topic
@@ -49,7 +51,7 @@ def resolve_value_schema(options: ReadOptions) -> ValueSchema | None:
     if options.given_schema is not None:
         return _given(options, options.given_schema)
     try:
-        found = _fetch_all(options)
+        found = _fetch_all(options, answering_cluster(options))
     except (SchemaError, ConfigurationError):
         raise
     except PulsarSparkError as exc:
@@ -77,8 +79,20 @@ def _given(options: ReadOptions, info: SchemaInfo) -> ValueSchema | None:
         raise ConfigurationError(f"option '{VALUE_SCHEMA}{DEFINITION}': {exc}") from exc
 
 
-def _fetch_all(options: ReadOptions) -> dict[str, SchemaInfo | None]:
-    lookup = make_lookup(options.client)
+def answering_cluster(options: ReadOptions) -> ClientSettings:
+    """The cluster to ask for schemas: with ``failover.secondaryServiceUrls``, the first of
+    the list that a connection reaches (the last one failing that); else ``service.url``."""
+    clusters = options.failover
+    if clusters is None:
+        return options.client
+    for settings in clusters.settings[:-1]:
+        if reachable(settings, clusters.probe_timeout(settings)):
+            return settings
+    return clusters.settings[-1]
+
+
+def _fetch_all(options: ReadOptions, settings: ClientSettings) -> dict[str, SchemaInfo | None]:
+    lookup = make_lookup(settings)
     topics = list(options.topics.names)
     if options.topics.pattern is not None:
         if not keeps_schemas(lookup.service_connection().server_version):

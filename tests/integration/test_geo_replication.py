@@ -15,11 +15,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-import pulsar
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from support.geo_fixtures import SNAPSHOT_MS, GeoClusters, publish_in_bursts
-from support.official import official_client
+from support.geo_fixtures import (
+    SNAPSHOT_MS,
+    GeoClusters,
+    publish_in_bursts,
+    with_replicated_subscription,
+)
 from support.streaming import Batches, Message, as_messages, read_available_now
 from support.waiting import wait_until
 from support.written import write
@@ -52,21 +55,6 @@ def replicated(spark: SparkSession, broker: ApacheBroker, topic: str, count: int
         REPLICATION_TIMEOUT,
     )
     return read(spark, broker, topic)
-
-
-def with_replicated_subscription(broker: ApacheBroker, topic: str, name: str) -> None:
-    """Create ``topic`` on ``broker`` with a replicated subscription ``name`` at its start:
-    from then on the brokers write snapshot markers into the topic."""
-    client = official_client(broker.service_url)
-    try:
-        client.subscribe(
-            topic,
-            name,
-            replicate_subscription_state_enabled=True,
-            initial_position=pulsar.InitialPosition.Earliest,
-        ).close()
-    finally:
-        client.close()
 
 
 def marker_entries(geo: GeoClusters, broker: ApacheBroker, messages: list[Message]) -> int:

@@ -5,7 +5,9 @@ own (``geo_pair``: this test kills ``c1``), with a replicated subscription and
 ``c1`` is SIGKILLed mid-stream; the stream goes on on ``c2`` from the replicated
 subscription's position; every message (produced on ``c1`` before the kill, and on ``c2``
 after it) lands in the Parquet sink, and the only duplicates are the copies on ``c2`` after
-that position. The query restarted after the failover resumes on ``c2``.
+that position. The query restarted after the failover resumes on ``c2``. A task given a range
+of ``c1`` once ``c1`` is gone (a micro-batch planned before the kill) reads exactly that range
+from the copies on ``c2``.
 """
 
 from __future__ import annotations
@@ -15,21 +17,40 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
-from support.geo_fixtures import GeoClusters, geo_pair, publish_in_bursts
+from support.geo_fixtures import (
+    GeoClusters,
+    geo_pair,
+    publish_in_bursts,
+    with_replicated_subscription,
+)
 from support.official import official_client
-from support.streaming import QUERY_TIMEOUT, Message, as_messages, drafts, publish, stream
+from support.streaming import (
+    QUERY_TIMEOUT,
+    Message,
+    as_messages,
+    drafts,
+    driver,
+    publish,
+    stream,
+)
 from support.streaming import to_parquet as start_to_parquet
 from support.waiting import wait_until
 
 from pulsar_spark.client.address import cluster_name
+from pulsar_spark.message_id import MessageId
+from pulsar_spark.spark.planning import PartitionRef, partition_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
 
 SUBSCRIPTION = "spark-failover"
 FAILOVER_DELAY_MS = 3000
+TASK_SUBSCRIPTION = "tasks"
+TASK_TIMEOUT_MS = 2000
+TASK_FAILOVER_DELAY_MS = 1000
 
 
 def failover_stream(spark: SparkSession, geo: GeoClusters, topic: str, out: Path) -> StreamingQuery:
@@ -76,6 +97,64 @@ def copies_on(spark: SparkSession, geo: GeoClusters, topic: str, count: int) -> 
     return read()
 
 
+def for_tasks(
+    spark: SparkSession, geo: GeoClusters, topic: str
+) -> tuple[list[Message], list[Message]]:
+    """``topic`` with a replicated subscription on both clusters, 12 messages unbatched and
+    12 in batches of 4 written on ``c1`` (2 written on ``c2`` between them): the originals, and
+    their copies as ``c2`` holds them."""
+    for broker in (geo.c1, geo.c2):
+        with_replicated_subscription(broker, topic, TASK_SUBSCRIPTION)
+    originals = publish_in_bursts(geo.c1, topic, 3, 4)
+    client = official_client(geo.c2.service_url)
+    try:
+        publish(client, topic, drafts(2, "local"))
+    finally:
+        client.close()
+    originals += publish_in_bursts(geo.c1, topic, 3, 4, batch_size=4, first=12)
+    held = copies_on(spark, geo, topic, len(originals) + 2)
+    return originals, [m for m in held if not m.value.startswith(b"local-")]
+
+
+def task_rows(geo: GeoClusters, topic: str, after: Message, last: Message) -> list[Message]:
+    """What a stream's task given ``(after, last]`` on ``c1`` reads (``c1`` being gone)."""
+    reader = driver(
+        geo.c1.service_url,
+        topic,
+        subscriptionName=TASK_SUBSCRIPTION,
+        replicateSubscriptionState="true",
+        **{
+            "failover.secondaryServiceUrls": geo.c2.service_url,
+            "failover.failoverDelayMs": str(TASK_FAILOVER_DELAY_MS),
+            "failover.checkIntervalMs": "250",
+            "pulsar.client.operationTimeoutMs": str(TASK_TIMEOUT_MS),
+        },
+    )
+    work = partition_read(
+        reader.options,
+        PartitionRef(topic, -1, topic),
+        MessageId(after.ledger, after.entry, after.batch),
+        MessageId(last.ledger, last.entry, last.batch),
+        start_inclusive=False,
+    )
+    rows = pa.Table.from_batches(list(reader.read(work))).to_pylist()
+    assert {row["replicatedFrom"] for row in rows} == {"c1"}
+    return [
+        Message(
+            partition=row["partition"],
+            ledger=row["messageId"]["ledgerId"],
+            entry=row["messageId"]["entryId"],
+            batch=row["messageId"]["batchIndex"],
+            topic=row["topic"],
+            key=None if row["key"] is None else bytes(row["key"]).decode(),
+            value=bytes(row["value"]),
+            properties=tuple(sorted(row["properties"])),
+            producer=row["producerName"],
+        )
+        for row in rows
+    ]
+
+
 def switch_progress(query: StreamingQuery) -> tuple[dict[str, object], dict[str, object]]:
     """(startOffset, endOffset) of the micro-batch that changed clusters."""
     for progress in query.recentProgress:
@@ -110,6 +189,8 @@ def test_stream_fails_over_to_c2_and_resumes_there(
                 lambda: alive(query) and len(sunk(spark, tmp_path)) == 40, "40 rows", QUERY_TIMEOUT
             )
             copies = copies_on(spark, geo, topic, len(before))
+            tasks_topic = geo.topic(f"{topic_name}-tasks")
+            originals, task_copies = for_tasks(spark, geo, tasks_topic)
 
             c1.kill()
             killed = time.monotonic()
@@ -156,6 +237,15 @@ def test_stream_fails_over_to_c2_and_resumes_there(
             f"(failover delay {FAILOVER_DELAY_MS / 1000:g} s); {len(duplicates)} duplicate(s) "
             f"of {len(before)} messages read on c1"
         )
+
+        # Micro-batches planned on c1 before the kill: unbatched messages through the middle
+        # of a batch (c2's own messages lie between them), and from inside a batch on.
+        assert [m.value for m in originals] == [m.value for m in task_copies]
+        began = time.monotonic()
+        assert task_rows(geo, tasks_topic, originals[3], originals[17]) == task_copies[4:18]
+        task_seconds = time.monotonic() - began
+        assert task_rows(geo, tasks_topic, originals[13], originals[23]) == task_copies[14:24]
+        print(f"a task whose cluster is gone read the copies on c2 after {task_seconds:.1f} s")
 
         client = official_client(c2.service_url)
         try:

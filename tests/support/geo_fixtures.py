@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pulsar
 import pytest
 
 from pulsar_spark.local import ApacheBroker
@@ -128,3 +129,18 @@ def publish_in_bursts(
     finally:
         client.close()
     return sent
+
+
+def with_replicated_subscription(broker: ApacheBroker, topic: str, name: str) -> None:
+    """Create ``topic`` on ``broker`` with a replicated subscription ``name`` at its start:
+    from then on the brokers write snapshot markers into the topic."""
+    client = official_client(broker.service_url)
+    try:
+        client.subscribe(
+            topic,
+            name,
+            replicate_subscription_state_enabled=True,
+            initial_position=pulsar.InitialPosition.Earliest,
+        ).close()
+    finally:
+        client.close()

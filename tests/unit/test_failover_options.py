@@ -3,6 +3,8 @@ naming the option; and the watch that decides when the active cluster is left.""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from pulsar_spark.client.address import cluster_name
@@ -10,6 +12,7 @@ from pulsar_spark.client.failover import Clusters, ClusterWatch
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
+from pulsar_spark.spark.value_schemas import answering_cluster
 
 C1 = "pulsar://c1.example:6650"
 C2 = "pulsar://c2.example:6650"
@@ -136,9 +139,19 @@ def test_schema_time_check_accepts_failover() -> None:
     assert check_read_options(options).failover is not None
 
 
-def test_cluster_names_drop_user_info_and_fill_in_ports() -> None:
-    assert cluster_name("pulsar://user:secret@c2.example/") == "pulsar://c2.example:6650"
+def test_cluster_names_drop_the_path_and_fill_in_ports() -> None:
+    assert cluster_name("pulsar://c2.example/") == "pulsar://c2.example:6650"
     assert cluster_name("pulsar+ssl://a,b:7000") == "pulsar+ssl://a:6651,b:7000"
+
+
+def test_a_secondary_with_user_info_is_refused_without_showing_it() -> None:
+    error = parse_error(
+        **REPLICATED, **{"failover.secondaryServiceUrls": "pulsar://user:secret@c2.example"}
+    )
+    assert error.startswith("option 'failover.secondaryServiceUrls': ")
+    assert "pulsar://***@c2.example" in error
+    assert "secret" not in error
+    assert "user" not in error.replace("user information", "")
 
 
 # --- the watch ----------------------------------------------------------------------------------
@@ -201,3 +214,30 @@ def test_an_unknown_recorded_cluster_is_refused() -> None:
         "the checkpointed offsets belong to cluster pulsar://elsewhere:6650, which is neither "
         f"the service.url nor one of the secondary service URLs ({C1}, {C2})"
     )
+
+
+# --- where schemas are fetched -------------------------------------------------------------------
+
+
+def test_schemas_are_asked_of_the_first_cluster_that_answers() -> None:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as up,
+        socket.create_server(("127.0.0.1", 0)) as gone,
+    ):
+        up_url = f"pulsar://127.0.0.1:{up.getsockname()[1]}"
+        gone_url = f"pulsar://127.0.0.1:{gone.getsockname()[1]}"
+        gone.close()
+        failing_over = {**REPLICATED, "failover.checkIntervalMs": "200"}
+        options = ReadOptions.parse(
+            {"service.url": gone_url, "topic": "t", "failover.secondaryServiceUrls": up_url}
+            | failing_over,
+            mode=ReadMode.STREAM,
+        )
+        assert answering_cluster(options).service_url == up_url
+        options = ReadOptions.parse(
+            {"service.url": up_url, "topic": "t", "failover.secondaryServiceUrls": gone_url}
+            | failing_over,
+            mode=ReadMode.STREAM,
+        )
+        assert answering_cluster(options).service_url == up_url
+    assert answering_cluster(parse(ReadMode.BATCH)).service_url == C1
