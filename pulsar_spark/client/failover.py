@@ -11,7 +11,9 @@ user info (:func:`~pulsar_spark.client.address.cluster_name`).
 does: a cluster is reachable when a TCP connection to one of its service URL's hosts opens;
 one found unreachable is probed again every ``check_interval`` seconds, and once it has been
 unreachable for ``failover_delay`` seconds without a break the next cluster of the list takes
-over. The last cluster of the list is never left.
+over. The last cluster of the list is never left. With ``switch_back_delay``, a stream reading
+another cluster returns to the primary once the primary has answered every probe for that
+long (probed once per call, without waiting: :meth:`ClusterWatch.back_to_primary`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Clusters:
     settings: tuple[ClientSettings, ...]
     failover_delay: float  # seconds unreachable before the next cluster takes over
     check_interval: float  # seconds between probes of an unreachable cluster
+    switch_back_delay: float | None = None  # seconds the primary answers before it is read again
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -93,6 +96,7 @@ class ClusterWatch:
         self._probe = probe
         self._clock = clock
         self._sleep = sleep
+        self._primary_up_since: float | None = None
 
     def choose(self, active: str) -> str:
         """``active`` when it answers, else the cluster that takes over once ``active`` has
@@ -112,3 +116,21 @@ class ClusterWatch:
                 return successor
             self._sleep(clusters.check_interval)
         return active
+
+    def back_to_primary(self, active: str) -> bool:
+        """Whether a stream reading ``active`` (not the primary) goes back to the primary now:
+        switching back is on and the primary has answered every probe of the last
+        ``switch_back_delay`` seconds. Probes the primary once."""
+        clusters = self.clusters
+        delay = clusters.switch_back_delay
+        if delay is None or active == clusters.primary:
+            self._primary_up_since = None
+            return False
+        settings = clusters.settings[0]
+        if not self._probe(settings, clusters.probe_timeout(settings)):
+            self._primary_up_since = None
+            return False
+        now = self._clock()
+        if self._primary_up_since is None:
+            self._primary_up_since = now
+        return now - self._primary_up_since >= delay

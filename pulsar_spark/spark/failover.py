@@ -73,6 +73,12 @@ class Followers:
             for name in clusters.names
         }
 
+    def holds(self, name: str, refs: Sequence[PartitionRef]) -> bool:
+        """Whether this created (or found) the subscription on every one of ``refs`` of
+        cluster ``name``."""
+        done = self._keepers[name].acknowledged
+        return all(ref.name in done for ref in refs)
+
     def create(self, active: str, refs: Sequence[PartitionRef]) -> None:
         """Create the subscription on ``refs`` of every cluster but ``active`` where this has
         not done it yet."""

@@ -1,6 +1,8 @@
 """The ``failover.*`` read options: the clusters a stream switches to when its own is gone.
 
 Names follow Apache Pulsar's Java ``AutoClusterFailover`` (the primary is ``service.url``).
+Without ``failover.switchBackDelayMs`` a stream stays on the cluster it switched to; with it,
+the stream goes back to the primary once the primary has answered for that long.
 A stream switches clusters only with a replicated durable subscription: its position, copied
 between clusters, is where the stream starts on the next one.
 """
@@ -19,7 +21,13 @@ from pulsar_spark.spark.option_values import OptionValues
 SECONDARY_SERVICE_URLS = "failover.secondaryServiceUrls"
 FAILOVER_DELAY_MS = "failover.failoverDelayMs"
 CHECK_INTERVAL_MS = "failover.checkIntervalMs"
-FAILOVER_OPTIONS = (SECONDARY_SERVICE_URLS, FAILOVER_DELAY_MS, CHECK_INTERVAL_MS)
+SWITCH_BACK_DELAY_MS = "failover.switchBackDelayMs"
+FAILOVER_OPTIONS = (
+    SECONDARY_SERVICE_URLS,
+    FAILOVER_DELAY_MS,
+    CHECK_INTERVAL_MS,
+    SWITCH_BACK_DELAY_MS,
+)
 DEFAULT_FAILOVER_DELAY_MS = 30_000
 DEFAULT_CHECK_INTERVAL_MS = 1_000
 
@@ -62,11 +70,14 @@ def failover_clusters(
             f"{FAILOVER_DELAY_MS!r} ({delay}): a cluster is probed at least once before it is "
             "left"
         )
+    back = opts.get(SWITCH_BACK_DELAY_MS)
+    switch_back = None if back is None else opts.positive_int(SWITCH_BACK_DELAY_MS, 0) / 1000
     secondaries = _secondary_urls(opts, primary.service_url)
     return Clusters(
         (primary, *(replace(primary, service_url=url) for url in secondaries)),
         failover_delay=delay / 1000,
         check_interval=interval / 1000,
+        switch_back_delay=switch_back,
     )
 
 

@@ -49,11 +49,13 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.client.failover import ClusterWatch
 from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.retry import retrying
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExhaustedError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
+from pulsar_spark.spark.failover_options import FAILOVER_DELAY_MS
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
@@ -175,7 +177,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise
 
         try:
-            return self._retrying(attempt, "finding the end of the next micro-batch")
+            return self._retrying(
+                attempt, "finding the end of the next micro-batch", failing_over=True
+            )
         except RetriesExhaustedError:
             switched = self._follow(start)
             if switched is None:
@@ -245,8 +249,15 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _retrying(self, operation: Callable[[], T], what: str) -> T:
-        return self._connect().retrying(operation, what)
+    def _retrying(self, operation: Callable[[], T], what: str, *, failing_over: bool = False) -> T:
+        """``operation`` retried for ``pulsar.client.operationTimeoutMs``; ``failing_over``:
+        for no longer than the failover delay, when there is another cluster to switch to."""
+        lookup = self._connect()
+        clusters = self.options.failover
+        if not failing_over or clusters is None:
+            return lookup.retrying(operation, what)
+        limit = min(lookup.timeout, clusters.failover_delay)
+        return retrying(operation, what=what, timeout=limit, option=FAILOVER_DELAY_MS)
 
     def _connect(self) -> Lookup:
         """The lookup of the cluster read now."""
@@ -286,8 +297,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _follow(self, start: dict[str, Any]) -> dict[str, Any] | None:
-        """Read the cluster ``start`` belongs to; when the watch says to leave it, switch
-        and return the end of the micro-batch that records the switch (None: no switch)."""
+        """Read the cluster ``start`` belongs to; when the watch says to leave it (or to go
+        back to the primary), switch and return the end of the micro-batch that records the
+        switch (None: no switch)."""
         recorded = PulsarOffset.from_json(start).cluster
         self._activate(recorded)
         clusters = self.options.failover
@@ -295,27 +307,49 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         left = recorded or clusters.primary
         chosen = self._watch.choose(left)
-        if chosen == left:
+        if chosen != left:
+            log.warning(
+                "cluster %s has been unreachable for %s s: the stream switches to cluster %s",
+                left,
+                clusters.failover_delay,
+                chosen,
+            )
+        elif self._watch.back_to_primary(left):
+            chosen = clusters.primary
+            log.warning(
+                "cluster %s has answered for %s s: the stream switches back to it from cluster %s",
+                chosen,
+                clusters.switch_back_delay,
+                left,
+            )
+        else:
             return None
         self._activate(chosen)
+        self._latest = self._retrying(
+            functools.partial(self._switched_offset, chosen),
+            f"finding where to start on cluster {chosen}",
+        )
+        return self._latest
+
+    def _switched_offset(self, chosen: str) -> dict[str, Any]:
+        """Where the stream starts on cluster ``chosen``: after the replicated subscription's
+        position there, per partition (see :mod:`.failover`)."""
         subscription = self.options.subscription
         assert subscription is not None  # failover needs a replicated subscription
-        log.warning(
-            "cluster %s has been unreachable for %s s: the stream switches to cluster %s, "
-            "reading on after the position subscription %r has there",
-            left,
-            clusters.failover_delay,
-            chosen,
-            subscription,
-        )
-
-        def positions() -> dict[str, Any]:
-            lookup = self._connect()
-            found = replicated_positions(lookup, self._discover(lookup), subscription)
-            return PulsarOffset(found, self._active).to_json()
-
-        self._latest = self._retrying(positions, f"finding where to start on cluster {chosen}")
-        return self._latest
+        lookup = self._connect()
+        refs = self._discover(lookup)
+        if self._followers is not None and not self._followers.holds(chosen, refs):
+            log.warning(
+                "subscription %r was not known to exist on every partition of cluster %s "
+                "before the switch: the stream starts where the broker has it, which is the "
+                "earliest message where it did not exist (messages may be read again; none "
+                "is skipped)",
+                subscription,
+                chosen,
+            )
+        found = replicated_positions(lookup, refs, subscription)
+        log.info("on cluster %s, the stream reads on after %s", chosen, found)
+        return PulsarOffset(found, self._active).to_json()
 
     def _activate(self, cluster: str | None) -> None:
         """Read ``cluster`` (None: the primary) from now on."""

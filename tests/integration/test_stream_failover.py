@@ -53,7 +53,9 @@ TASK_TIMEOUT_MS = 2000
 TASK_FAILOVER_DELAY_MS = 1000
 
 
-def failover_stream(spark: SparkSession, geo: GeoClusters, topic: str, out: Path) -> StreamingQuery:
+def failover_stream(
+    spark: SparkSession, geo: GeoClusters, topic: str, out: Path, **switch_back: str
+) -> StreamingQuery:
     """The stream under test, from ``c1`` (failing over to ``c2``) into Parquet files."""
     df = stream(
         spark,
@@ -67,6 +69,7 @@ def failover_stream(spark: SparkSession, geo: GeoClusters, topic: str, out: Path
             "failover.failoverDelayMs": str(FAILOVER_DELAY_MS),
             "failover.checkIntervalMs": "250",
             "pulsar.client.operationTimeoutMs": "10000",
+            **switch_back,
         },
     )
     return start_to_parquet(df, out / "rows", out / "checkpoint", processingTime="500 milliseconds")
@@ -157,12 +160,20 @@ def task_rows(geo: GeoClusters, topic: str, after: Message, last: Message) -> li
 
 def switch_progress(query: StreamingQuery) -> tuple[dict[str, object], dict[str, object]]:
     """(startOffset, endOffset) of the micro-batch that changed clusters."""
+    found = switches(query)
+    assert found, "no micro-batch changed clusters"
+    return found[0]
+
+
+def switches(query: StreamingQuery) -> list[tuple[dict[str, object], dict[str, object]]]:
+    """(startOffset, endOffset) of each micro-batch that changed clusters."""
+    found = []
     for progress in query.recentProgress:
         source = progress.sources[0]
         start, end = json.loads(source.startOffset or "null") or {}, json.loads(source.endOffset)
-        if start.get("cluster") != end.get("cluster"):
-            return start, end
-    raise AssertionError("no micro-batch changed clusters")
+        if start and start.get("cluster") != end.get("cluster"):
+            found.append((start, end))
+    return found
 
 
 def test_stream_fails_over_to_c2_and_resumes_there(
@@ -266,3 +277,26 @@ def test_stream_fails_over_to_c2_and_resumes_there(
         assert counts_after == counts + Counter(m.value for m in later)
         ends = [json.loads(p.sources[0].endOffset) for p in query.recentProgress]
         assert {e.get("cluster") for e in ends} == {cluster_name(c2.service_url)}
+
+        # c1 is back: with failover.switchBackDelayMs the stream returns to it.
+        c1.restart(kill=True)
+        query = failover_stream(
+            spark, geo, topic, tmp_path, **{"failover.switchBackDelayMs": "2000"}
+        )
+        try:
+            wait_until(lambda: alive(query) and switches(query), "the switch back", QUERY_TIMEOUT)
+            home = publish_in_bursts(c1, topic, 1, 5, first=1000)
+            wanted |= {m.value for m in home}
+            wait_until(
+                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
+                "the messages published on c1 after the switch back",
+                QUERY_TIMEOUT,
+            )
+        finally:
+            query.stop()
+        ((start, end),) = switches(query)
+        assert (start["cluster"], end.get("cluster")) == (cluster_name(c2.service_url), None)
+        counts_back = Counter(value for value, _ in sunk(spark, tmp_path))
+        again = counts_back - counts_after - Counter(m.value for m in home)
+        assert set(again) <= wanted
+        print(f"switch back to c1: {sum(again.values())} message(s) read again")

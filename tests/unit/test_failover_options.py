@@ -57,6 +57,16 @@ def test_failover_defaults() -> None:
     clusters = parse(**REPLICATED, **{"failover.secondaryServiceUrls": C2}).failover
     assert clusters is not None
     assert (clusters.failover_delay, clusters.check_interval) == (30.0, 1.0)
+    assert clusters.switch_back_delay is None
+
+
+def test_switch_back_delay() -> None:
+    clusters = parse(
+        **REPLICATED,
+        **{"failover.secondaryServiceUrls": C2, "failover.switchBackDelayMs": "60000"},
+    ).failover
+    assert clusters is not None
+    assert clusters.switch_back_delay == 60.0
 
 
 def test_secondaries_need_a_replicated_subscription() -> None:
@@ -79,7 +89,9 @@ def test_secondaries_are_for_streams_only() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["failover.failoverDelayMs", "failover.checkIntervalMs"])
+@pytest.mark.parametrize(
+    "name", ["failover.failoverDelayMs", "failover.checkIntervalMs", "failover.switchBackDelayMs"]
+)
 def test_timing_options_need_the_secondaries(name: str) -> None:
     assert parse_error(**REPLICATED, **{name: "1000"}) == (
         f"option {name!r} needs option 'failover.secondaryServiceUrls': the service URLs of the "
@@ -102,7 +114,9 @@ def test_check_interval_within_the_delay() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["failover.failoverDelayMs", "failover.checkIntervalMs"])
+@pytest.mark.parametrize(
+    "name", ["failover.failoverDelayMs", "failover.checkIntervalMs", "failover.switchBackDelayMs"]
+)
 def test_timing_options_are_positive(name: str) -> None:
     message = parse_error(**REPLICATED, **{"failover.secondaryServiceUrls": C2, name: "0"})
     assert message == f"option {name!r} must be a positive integer, got 0"
@@ -157,8 +171,8 @@ def test_a_secondary_with_user_info_is_refused_without_showing_it() -> None:
 # --- the watch ----------------------------------------------------------------------------------
 
 
-def clusters(delay: float = 3.0, interval: float = 1.0) -> Clusters:
-    return Clusters((ClientSettings(C1), ClientSettings(C2)), delay, interval)
+def clusters(delay: float = 3.0, interval: float = 1.0, back: float | None = None) -> Clusters:
+    return Clusters((ClientSettings(C1), ClientSettings(C2)), delay, interval, back)
 
 
 class FakeTime:
@@ -174,13 +188,15 @@ class FakeTime:
         self.now += seconds
 
 
-def watch(answers: list[bool], time: FakeTime, probed: list[str]) -> ClusterWatch:
+def watch(
+    answers: list[bool], time: FakeTime, probed: list[str], back: float | None = None
+) -> ClusterWatch:
     def probe(settings: ClientSettings, timeout: float) -> bool:
         probed.append(settings.service_url)
         assert timeout == 1.0
         return answers.pop(0)
 
-    return ClusterWatch(clusters(), probe=probe, clock=time.clock, sleep=time.sleep)
+    return ClusterWatch(clusters(back=back), probe=probe, clock=time.clock, sleep=time.sleep)
 
 
 def test_a_reachable_cluster_stays_active() -> None:
@@ -204,6 +220,29 @@ def test_a_cluster_unreachable_for_the_delay_is_left_for_the_next() -> None:
 def test_the_last_cluster_is_never_left() -> None:
     time, probed = FakeTime(), []
     assert watch([], time, probed).choose(C2) == C2
+    assert probed == []
+
+
+def test_no_switch_back_without_its_delay() -> None:
+    time, probed = FakeTime(), []
+    assert not watch([], time, probed).back_to_primary(C2)
+    assert probed == []
+
+
+def test_the_primary_is_read_again_once_it_has_answered_for_the_delay() -> None:
+    time, probed = FakeTime(), []
+    watching = watch([True, True, False, True, True, True], time, probed, back=10.0)
+    answers = []
+    for step in (0.0, 6.0, 6.0, 1.0, 9.0, 1.0):  # the primary drops out once in between
+        time.now += step
+        answers.append(watching.back_to_primary(C2))
+    assert answers == [False, False, False, False, False, True]
+    assert (probed, time.sleeps) == ([C1] * 6, [])
+
+
+def test_the_primary_is_not_switched_back_to_from_itself() -> None:
+    time, probed = FakeTime(), []
+    assert not watch([], time, probed, back=1.0).back_to_primary(C1)
     assert probed == []
 
 
