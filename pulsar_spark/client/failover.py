@@ -14,18 +14,34 @@ unreachable for ``failover_delay`` seconds without a break the next cluster of t
 over. The last cluster of the list is never left. With ``switch_back_delay``, a stream reading
 another cluster returns to the primary once the primary has answered every probe for that
 long (probed once per call, without waiting: :meth:`ClusterWatch.back_to_primary`).
+
+Writers share an :class:`ActiveCluster` per process: the producers of every task move to the
+next cluster together, and a task started after the switch writes there from its start.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pulsar_spark.client.address import cluster_name, parse_service_url
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.settings import ClientSettings
-from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.errors import ConfigurationError, RetriesExhaustedError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FAILOVER_DELAY_OPTION = "failover.failoverDelayMs"
+"""The option setting :attr:`Clusters.failover_delay`, named when retries stop at it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +70,11 @@ class Clusters:
                 f"service.url nor one of the secondary service URLs ({', '.join(names)})"
             )
         return self.settings[names.index(name)]
+
+    def retry_limit(self, operation_timeout: float) -> float:
+        """How long an operation on a cluster is retried before the watch is asked whether to
+        leave it: the operation timeout, but no longer than the failover delay."""
+        return min(operation_timeout, self.failover_delay)
 
     def probe_timeout(self, settings: ClientSettings) -> float:
         """How long a probe of a cluster waits for its connection."""
@@ -134,3 +155,73 @@ class ClusterWatch:
         if self._primary_up_since is None:
             self._primary_up_since = now
         return now - self._primary_up_since >= delay
+
+
+class ActiveCluster:
+    """The cluster writers use now (see the module docstring); thread-safe."""
+
+    def __init__(
+        self,
+        clusters: Clusters,
+        lookup_of: Callable[[ClientSettings], Lookup],
+        watch: ClusterWatch | None = None,
+    ) -> None:
+        self.clusters = clusters
+        self._lookup_of = lookup_of
+        self._watch = ClusterWatch(clusters) if watch is None else watch
+        self._lock = threading.Lock()
+        self.name = clusters.primary
+        self.lookup = lookup_of(clusters.settings[0])
+
+    def leave(self, failed: Lookup) -> bool:
+        """After retries on ``failed``'s cluster gave up: whether to go on with
+        :attr:`lookup`, because another writer moved on already or the cluster has been
+        unreachable for the failover delay (probed, waiting, until then)."""
+        with self._lock:
+            if failed is not self.lookup:
+                return True
+            chosen = self._watch.choose(self.name)
+            if chosen == self.name:
+                return False
+            log.warning(
+                "cluster %s has been unreachable for %s s: writing goes on on cluster %s",
+                self.name,
+                self.clusters.failover_delay,
+                chosen,
+            )
+            self._move(chosen)
+            return True
+
+    def run(self, operation: Callable[[Lookup], T], what: str) -> T:
+        """``operation`` on the active cluster, retried up to the failover delay (or the
+        operation timeout, if shorter); then on the next cluster once the watch says to
+        leave this one."""
+        while True:
+            lookup = self.lookup
+            limit = self.clusters.retry_limit(lookup.timeout)
+            try:
+                return retrying(
+                    functools.partial(operation, lookup),
+                    what=what,
+                    timeout=limit,
+                    option=FAILOVER_DELAY_OPTION,
+                )
+            except RetriesExhaustedError:
+                if not self.leave(lookup):
+                    raise
+
+    def refresh(self) -> None:
+        """Go back to the primary when switching back is due (called as a task starts)."""
+        with self._lock:
+            if self._watch.back_to_primary(self.name):
+                log.warning(
+                    "cluster %s has answered for %s s: writing goes back to it from cluster %s",
+                    self.clusters.primary,
+                    self.clusters.switch_back_delay,
+                    self.name,
+                )
+                self._move(self.clusters.primary)
+
+    def _move(self, name: str) -> None:
+        self.name = name
+        self.lookup = self._lookup_of(self.clusters.settings_of(name))

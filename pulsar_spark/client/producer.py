@@ -40,6 +40,10 @@ again, creates the producer again under the same name, learns the highest sequen
 broker stored under it (a deduplicating broker reports it) and sends what is still without a
 receipt again, in order, with the original sequence ids (:mod:`~pulsar_spark.client.send_window`),
 retrying with growing pauses until ``pulsar.client.operationTimeoutMs`` passes without success.
+With an :class:`~pulsar_spark.client.failover.ActiveCluster` (a write given
+``failover.secondaryServiceUrls``) those retries stop at the failover delay, and once the
+cluster has been unreachable that long the producer is created on the next cluster under the
+same name and sends there what is still without a receipt; what had one is never sent again.
 A broker that still holds the producer on its previous connection (a connection lost on the
 client's side only) refuses the name with ProducerBusy until it drops that connection: Apache
 Pulsar pings it and drops it if unanswered. Java's client retries that refusal when it
@@ -76,6 +80,7 @@ from types import TracebackType
 from pulsar_spark.client.batching import BatchLimits, OpenBatch
 from pulsar_spark.client.chunking import entry_size_limit, unbatched
 from pulsar_spark.client.connection import Connection
+from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, ActiveCluster
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.send_window import SendWindow, Sent
@@ -88,6 +93,7 @@ from pulsar_spark.errors import (
     PulsarSparkError,
     RemoteProtocolError,
     RequestTimeoutError,
+    RetriesExhaustedError,
     server_error_for,
 )
 from pulsar_spark.protocol import commands, pb
@@ -119,10 +125,12 @@ class Producer:
         skip_stored: bool,
         schema: pb.Schema | None = None,
         txn: TxnId | None = None,
+        failover: ActiveCluster | None = None,
     ) -> None:
         """Wrap a producer the broker has accepted; use :meth:`create` instead."""
         self.topic = topic
         self._txn = txn
+        self._failover = failover
         self._schema = schema
         self._lookup = lookup
         self._settings = settings
@@ -180,6 +188,7 @@ class Producer:
         skip_stored: bool = False,
         schema: pb.Schema | None = None,
         txn: TxnId | None = None,
+        failover: ActiveCluster | None = None,
     ) -> Producer:
         """Look ``topic`` up, open a producer on its broker and wait until it is ready,
         retrying as a reconnect does.
@@ -191,12 +200,20 @@ class Producer:
         is for producers that number the same messages the same way each time. ``schema`` is
         registered with the topic (None: bytes, no schema). With ``txn`` every message is
         published in that transaction, whose coordinator must already know the topic
-        (ADD_PARTITION_TO_TXN, :mod:`~pulsar_spark.client.transactions`).
+        (ADD_PARTITION_TO_TXN, :mod:`~pulsar_spark.client.transactions`). With ``failover``
+        the producer is created on its cluster (``lookup`` is not used), and moves on with it.
         """
         if initial_sequence_id < 0:
             raise ValueError("initial_sequence_id must be >= 0")
         settings = settings or ProducerSettings()
-        opened = _open_retrying(lookup, topic, name, schema, settings.encryption is not None)
+        encrypted = settings.encryption is not None
+        if failover is None:
+            opened = _open_retrying(lookup, topic, name, schema, encrypted)
+        else:
+            lookup, opened = failover.run(
+                lambda on: (on, _open(on, topic, name, schema, encrypted)),
+                f"creating producer {name or '(unnamed)'} on {topic}",
+            )
         producer = cls(
             lookup,
             topic,
@@ -206,6 +223,7 @@ class Producer:
             skip_stored=skip_stored,
             schema=schema,
             txn=txn,
+            failover=failover,
         )
         opened.connection.register_producer(opened.producer_id, producer)
         return producer
@@ -485,11 +503,7 @@ class Producer:
     def _reconnect(self) -> None:
         """Create the producer again and send what has no receipt (see the module docstring);
         a failure here is sticky."""
-        retrier = Retrier(
-            f"reconnecting producer {self._name} on {self.topic} with "
-            f"{self._window.pending} message(s) without receipt",
-            self._lookup.timeout,
-        )
+        retrier = self._reconnect_retrier()
         log.warning("producer %s on %s: reconnecting after: %s", self._name, self.topic, self._lost)
         while True:
             self._connection.unregister_producer(self._producer_id)
@@ -507,6 +521,13 @@ class Producer:
                     retrier.failed(
                         exc, retriable=exc.retriable or isinstance(exc, ProducerBusyError)
                     )
+                except RetriesExhaustedError as final:
+                    if self._failover is None or not self._failover.leave(self._lookup):
+                        with self._state:
+                            self._fail(final)
+                        raise
+                    self._lookup = self._failover.lookup
+                    retrier = self._reconnect_retrier()
                 except PulsarSparkError as final:
                     with self._state:
                         self._fail(final)
@@ -514,6 +535,16 @@ class Producer:
                 continue
             self.reconnects += 1
             return
+
+    def _reconnect_retrier(self) -> Retrier:
+        what = (
+            f"reconnecting producer {self._name} on {self.topic} with "
+            f"{self._window.pending} message(s) without receipt"
+        )
+        if self._failover is None:
+            return Retrier(what, self._lookup.timeout)
+        limit = self._failover.clusters.retry_limit(self._lookup.timeout)
+        return Retrier(what, limit, FAILOVER_DELAY_OPTION)
 
     def _resend(self, opened: _Opened) -> None:
         """Switch to the new producer and send again what the broker does not have."""

@@ -4,7 +4,8 @@ Names follow Apache Pulsar's Java ``AutoClusterFailover`` (the primary is ``serv
 Without ``failover.switchBackDelayMs`` a stream stays on the cluster it switched to; with it,
 the stream goes back to the primary once the primary has answered for that long.
 A stream switches clusters only with a replicated durable subscription: its position, copied
-between clusters, is where the stream starts on the next one.
+between clusters, is where the stream starts on the next one. A write (batch or stream) needs
+nothing more: what the cluster left had not acknowledged is sent to the next one.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pulsar_spark.client.address import cluster_name, is_tls_url
-from pulsar_spark.client.failover import Clusters
+from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, Clusters
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import SERVICE_URL
 from pulsar_spark.spark.option_values import OptionValues
 
 SECONDARY_SERVICE_URLS = "failover.secondaryServiceUrls"
-FAILOVER_DELAY_MS = "failover.failoverDelayMs"
+FAILOVER_DELAY_MS = FAILOVER_DELAY_OPTION
 CHECK_INTERVAL_MS = "failover.checkIntervalMs"
 SWITCH_BACK_DELAY_MS = "failover.switchBackDelayMs"
 FAILOVER_OPTIONS = (
@@ -39,18 +40,13 @@ def failover_clusters(
     streaming: bool,
     replicated: bool,
 ) -> Clusters | None:
-    """The clusters the ``failover.*`` options list after ``primary``, None without them.
+    """The clusters a read may switch to: those the ``failover.*`` options list after
+    ``primary``, None without them.
 
     ``streaming``: the read is (or may be) a stream; ``replicated``: it keeps a replicated
     durable subscription (``subscriptionName`` with ``replicateSubscriptionState=true``)."""
-    given = [name for name in FAILOVER_OPTIONS if opts.get(name) is not None]
-    if not given:
+    if _secondaries_given(opts) is None:
         return None
-    if opts.get(SECONDARY_SERVICE_URLS) is None:
-        raise ConfigurationError(
-            f"option {given[0]!r} needs option {SECONDARY_SERVICE_URLS!r}: the service URLs "
-            "of the clusters to switch to, in order"
-        )
     if not streaming:
         raise ConfigurationError(
             f"option {SECONDARY_SERVICE_URLS!r} applies to streaming reads only: a batch read "
@@ -62,6 +58,36 @@ def failover_clusters(
             "'replicateSubscriptionState'='true': the stream starts on the next cluster from "
             "that subscription's replicated position"
         )
+    return _clusters(opts, primary)
+
+
+def write_clusters(
+    opts: OptionValues, primary: ClientSettings, *, transactional: bool
+) -> Clusters | None:
+    """The clusters a write may switch to (see :func:`failover_clusters`)."""
+    if _secondaries_given(opts) is None:
+        return None
+    if transactional:
+        raise ConfigurationError(
+            f"option {SECONDARY_SERVICE_URLS!r} cannot be combined with a transactional write: "
+            "a transaction belongs to one cluster's coordinator"
+        )
+    return _clusters(opts, primary)
+
+
+def _secondaries_given(opts: OptionValues) -> str | None:
+    """Option ``failover.secondaryServiceUrls``, None when no ``failover.*`` option is given;
+    refused when another is given without it."""
+    given = [name for name in FAILOVER_OPTIONS if opts.get(name) is not None]
+    if given and opts.get(SECONDARY_SERVICE_URLS) is None:
+        raise ConfigurationError(
+            f"option {given[0]!r} needs option {SECONDARY_SERVICE_URLS!r}: the service URLs "
+            "of the clusters to switch to, in order"
+        )
+    return opts.get(SECONDARY_SERVICE_URLS)
+
+
+def _clusters(opts: OptionValues, primary: ClientSettings) -> Clusters:
     delay = opts.positive_int(FAILOVER_DELAY_MS, DEFAULT_FAILOVER_DELAY_MS)
     interval = opts.positive_int(CHECK_INTERVAL_MS, DEFAULT_CHECK_INTERVAL_MS)
     if interval > delay:

@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pulsar_spark.client.failover import ClusterWatch
+from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, ClusterWatch
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.retry import retrying
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExhaustedError
@@ -55,7 +55,6 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
-from pulsar_spark.spark.failover_options import FAILOVER_DELAY_MS
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
 from pulsar_spark.spark.planning import (
@@ -256,8 +255,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         clusters = self.options.failover
         if not failing_over or clusters is None:
             return lookup.retrying(operation, what)
-        limit = min(lookup.timeout, clusters.failover_delay)
-        return retrying(operation, what=what, timeout=limit, option=FAILOVER_DELAY_MS)
+        limit = clusters.retry_limit(lookup.timeout)
+        return retrying(operation, what=what, timeout=limit, option=FAILOVER_DELAY_OPTION)
 
     def _connect(self) -> Lookup:
         """The lookup of the cluster read now."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pulsar_spark.client.failover import Clusters
 from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.client.transaction_registry import REGISTRY_TOPIC
 from pulsar_spark.errors import ConfigurationError
@@ -27,6 +28,7 @@ from pulsar_spark.spark.crypto_options import (
     PUBLIC_KEY_FILES,
     producer_encryption,
 )
+from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, write_clusters
 from pulsar_spark.spark.option_values import (
     ADMIN_SETTINGS,
     ADMIN_URL,
@@ -83,6 +85,7 @@ WRITE_OPTIONS = (
     TRANSACTION_TIMEOUT_MS,
     TRANSACTION_REGISTRY_TOPIC,
     *CLIENT_OPTIONS,
+    *FAILOVER_OPTIONS,
 )
 # Java producer settings accepted for compatibility, with a warning that they change nothing.
 PRODUCER_WITHOUT_EFFECT = tuple(
@@ -153,6 +156,7 @@ class WriteOptions:
     checkpoint: str | None = None  # a streaming query's checkpointLocation
     routing_mode: str = ROUND_ROBIN_PARTITION  # where unkeyed rows go, by Java's mode names
     hashing_scheme: str = JAVA_STRING_HASH  # how keyed rows are hashed, by Java's scheme names
+    failover: Clusters | None = None  # the clusters to go on writing to; None: service.url only
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -181,6 +185,7 @@ class WriteOptions:
             for option in (VALUE_SCHEMA, KEY_SCHEMA)
             if (text := opts.get(option + DEFINITION)) is not None
         )
+        client = client_settings(opts)
         return cls(
             transaction_timeout_ms=_transaction_timeout(opts),
             transaction_registry=_transaction_registry(opts, topic),
@@ -190,7 +195,10 @@ class WriteOptions:
             value_schema=schema_format(VALUE_SCHEMA, opts.get(VALUE_SCHEMA)),
             key_schema=schema_format(KEY_SCHEMA, opts.get(KEY_SCHEMA)),
             definitions=definitions,
-            client=client_settings(opts),
+            client=client,
+            failover=write_clusters(
+                opts, client, transactional=opts.boolean(TRANSACTIONAL, default=False)
+            ),
             topic=full_topic_name(topic) if topic is not None else None,
             producer=ProducerSettings(
                 codec=codec,

@@ -29,9 +29,11 @@ different tasks at different ones), or with ``SinglePartition`` all go to that o
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +55,7 @@ from pyspark.sql.types import (
 )
 
 from pulsar_spark.arrow.encode import ACCEPTED_COLUMNS, Rows
+from pulsar_spark.client.failover import ActiveCluster, Clusters
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.transaction_registry import TransactionRegistry
@@ -78,6 +81,8 @@ from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import SINGLE_PARTITION, WriteOptions
 from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName
+
+T = TypeVar("T")
 
 _TYPES: dict[str, tuple[type[DataType], ...]] = {
     "value": (BinaryType, StringType),
@@ -159,7 +164,10 @@ class _TaskWriter:
         self, options: WriteOptions, write_id: str, registry: TransactionRegistry | None
     ) -> None:
         self.options = options
-        self.lookup: Lookup = make_lookup(options.client)
+        self._active = None if options.failover is None else active_cluster(options.failover)
+        self.lookup: Lookup = (
+            make_lookup(options.client) if self._active is None else (self._active.lookup)
+        )
         context = TaskContext.get()
         self.task = context.partitionId() if context is not None else 0
         self.name_prefix = f"spark-{write_id}-{self.task}"
@@ -255,8 +263,8 @@ class _TaskWriter:
     def _partition_count(self, topic: str) -> int:
         count = self._partitions.get(topic)
         if count is None:
-            count = self._partitions[topic] = self.lookup.retrying(
-                lambda: self.lookup.partitions(topic), f"looking up the partitions of {topic}"
+            count = self._partitions[topic] = self._on_cluster(
+                lambda lookup: lookup.partitions(topic), f"looking up the partitions of {topic}"
             )
             single = self.options.routing_mode == SINGLE_PARTITION
             chooser = SinglePartition if single else RoundRobin
@@ -276,9 +284,17 @@ class _TaskWriter:
                 skip_stored=txn is None,
                 schema=self._schema(topic),
                 txn=txn,
+                failover=self._active,
             )
             self._open.push(producer)
         return producer
+
+    def _on_cluster(self, operation: Callable[[Lookup], T], what: str) -> T:
+        """``operation`` on the cluster written to, retried (with ``failover.*``, moving on
+        to the next cluster as :meth:`ActiveCluster.run` does)."""
+        if self._active is not None:
+            return self._active.run(operation, what)
+        return self.lookup.retrying(lambda: operation(self.lookup), what)
 
     def _schema(self, topic: str) -> pb.Schema | None:
         schemas = self.options.schemas
@@ -360,3 +376,19 @@ def _streaming_write_id() -> str:
     if query is None or batch is None:
         return uuid.uuid4().hex[:12]
     return f"{query.replace('-', '')[:12]}-{batch}"
+
+
+_ACTIVE: dict[Clusters, ActiveCluster] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+def active_cluster(clusters: Clusters) -> ActiveCluster:
+    """The cluster this process writes to among ``clusters`` (one for all its tasks, so that
+    a task started after a switch writes to the cluster switched to); a switch back to the
+    primary, when due, happens here, as a task starts."""
+    with _ACTIVE_LOCK:
+        active = _ACTIVE.get(clusters)
+        if active is None:
+            active = _ACTIVE[clusters] = ActiveCluster(clusters, make_lookup)
+    active.refresh()
+    return active

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 from support.geo_fixtures import (
     GeoClusters,
     geo_pair,
+    held_on,
     publish_in_bursts,
     with_replicated_subscription,
 )
@@ -31,7 +32,6 @@ from support.official import official_client
 from support.streaming import (
     QUERY_TIMEOUT,
     Message,
-    as_messages,
     drafts,
     driver,
     publish,
@@ -89,17 +89,6 @@ def alive(query: StreamingQuery) -> bool:
     return True
 
 
-def copies_on(spark: SparkSession, geo: GeoClusters, topic: str, count: int) -> list[Message]:
-    """``topic`` as ``c2`` holds it, once it holds ``count`` messages."""
-
-    def read() -> list[Message]:
-        df = spark.read.format("pulsar").option("service.url", geo.c2.service_url)
-        return as_messages(df.option("topic", topic).load())
-
-    wait_until(lambda: len(read()) >= count, f"{count} messages on c2", QUERY_TIMEOUT)
-    return read()
-
-
 def for_tasks(
     spark: SparkSession, geo: GeoClusters, topic: str
 ) -> tuple[list[Message], list[Message]]:
@@ -115,7 +104,7 @@ def for_tasks(
     finally:
         client.close()
     originals += publish_in_bursts(geo.c1, topic, 3, 4, batch_size=4, first=12)
-    held = copies_on(spark, geo, topic, len(originals) + 2)
+    held = held_on(spark, geo.c2, topic, len(originals) + 2)
     return originals, [m for m in held if not m.value.startswith(b"local-")]
 
 
@@ -187,7 +176,7 @@ def test_stream_fails_over_to_c2_and_resumes_there(
         topic = geo.topic(topic_name)
         c1.admin("PUT", topic.replace("persistent://", "/admin/v2/persistent/"))
         before = publish_in_bursts(c1, topic, 2, 10)
-        copies_on(spark, geo, topic, len(before))  # the topic exists on c2 when the query starts
+        held_on(spark, geo.c2, topic, len(before))  # the topic exists on c2 when the query starts
         query = failover_stream(spark, geo, topic, tmp_path)
         try:
             wait_until(
@@ -199,7 +188,7 @@ def test_stream_fails_over_to_c2_and_resumes_there(
             wait_until(
                 lambda: alive(query) and len(sunk(spark, tmp_path)) == 40, "40 rows", QUERY_TIMEOUT
             )
-            copies = copies_on(spark, geo, topic, len(before))
+            copies = held_on(spark, geo.c2, topic, len(before))
             tasks_topic = geo.topic(f"{topic_name}-tasks")
             originals, task_copies = for_tasks(spark, geo, tasks_topic)
 

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 
 import pulsar
 import pytest
+from pyspark.sql import SparkSession
 
 from pulsar_spark.local import ApacheBroker
 
 from .apache_faults import admin_path
 from .apache_fixtures import start_apache
 from .official import official_client
-from .streaming import Message, drafts, publish
+from .streaming import QUERY_TIMEOUT, Message, as_messages, drafts, publish
+from .waiting import wait_until
 
 CLUSTERS: tuple[str, str] = ("c1", "c2")
 """The two clusters' names."""
@@ -144,3 +146,15 @@ def with_replicated_subscription(broker: ApacheBroker, topic: str, name: str) ->
         ).close()
     finally:
         client.close()
+
+
+def held_on(spark: SparkSession, broker: ApacheBroker, topic: str, count: int) -> list[Message]:
+    """``topic`` as ``broker`` holds it (read by ``spark.read``), once it holds ``count``
+    messages."""
+
+    def read() -> list[Message]:
+        df = spark.read.format("pulsar").option("service.url", broker.service_url)
+        return as_messages(df.option("topic", topic).load())
+
+    wait_until(lambda: len(read()) >= count, f"{count} messages on {broker!r}", QUERY_TIMEOUT)
+    return read()

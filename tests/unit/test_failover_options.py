@@ -8,11 +8,14 @@ import socket
 import pytest
 
 from pulsar_spark.client.address import cluster_name
-from pulsar_spark.client.failover import Clusters, ClusterWatch
+from pulsar_spark.client.failover import ActiveCluster, Clusters, ClusterWatch
+from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
 from pulsar_spark.spark.value_schemas import answering_cluster
+from pulsar_spark.spark.write_options import WriteOptions
 
 C1 = "pulsar://c1.example:6650"
 C2 = "pulsar://c2.example:6650"
@@ -280,3 +283,69 @@ def test_schemas_are_asked_of_the_first_cluster_that_answers() -> None:
         )
         assert answering_cluster(options).service_url == up_url
     assert answering_cluster(parse(ReadMode.BATCH)).service_url == C1
+
+
+# --- writes ---------------------------------------------------------------------------------------
+
+
+def parse_write(**options: str) -> WriteOptions:
+    return WriteOptions.parse({"service.url": C1, "topic": "t", **options})
+
+
+def test_writes_take_the_clusters_without_a_subscription() -> None:
+    clusters = parse_write(
+        **{"failover.secondaryServiceUrls": C2, "failover.switchBackDelayMs": "5000"}
+    ).failover
+    assert clusters is not None
+    assert (clusters.names, clusters.switch_back_delay) == ((C1, C2), 5.0)
+    assert parse_write().failover is None
+
+
+def test_a_transactional_write_does_not_fail_over() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_write(transactional="true", **{"failover.secondaryServiceUrls": C2})
+    assert str(info.value) == (
+        "option 'failover.secondaryServiceUrls' cannot be combined with a transactional write: "
+        "a transaction belongs to one cluster's coordinator"
+    )
+
+
+def test_retries_stop_at_the_failover_delay() -> None:
+    assert clusters(delay=3.0).retry_limit(30.0) == 3.0
+    assert clusters(delay=3.0).retry_limit(2.0) == 2.0
+
+
+def active(answers: list[bool], time: FakeTime, probed: list[str]) -> ActiveCluster:
+    def lookup_of(settings: ClientSettings) -> Lookup:
+        return Lookup(settings, ConnectionPool())
+
+    return ActiveCluster(clusters(back=10.0), lookup_of, watch(answers, time, probed, back=10.0))
+
+
+def test_writers_stay_on_a_cluster_that_answers() -> None:
+    time, probed = FakeTime(), []
+    writing = active([True], time, probed)
+    first = writing.lookup
+    assert not writing.leave(first)
+    assert (writing.name, writing.lookup, probed) == (C1, first, [C1])
+
+
+def test_writers_move_on_together() -> None:
+    time, probed = FakeTime(), []
+    writing = active([False] * 4, time, probed)
+    first = writing.lookup
+    assert writing.leave(first)
+    assert (writing.name, writing.lookup.service_url) == (C2, C2)
+    assert writing.leave(first)  # another producer on the cluster left: no probe, no wait
+    assert (probed, time.sleeps) == ([C1] * 4, [1.0, 1.0, 1.0])
+
+
+def test_writers_go_back_to_the_primary_when_due() -> None:
+    time, probed = FakeTime(), []
+    writing = active([False] * 4 + [True, True], time, probed)
+    writing.leave(writing.lookup)
+    writing.refresh()
+    assert writing.name == C2
+    time.now += 10.0
+    writing.refresh()
+    assert (writing.name, writing.lookup.service_url) == (C1, C1)
