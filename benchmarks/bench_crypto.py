@@ -33,7 +33,7 @@ from pulsar_spark.client.settings import (
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression
-from pulsar_spark.protocol.encode import Blobs, MessageColumns
+from pulsar_spark.protocol.encode import Blobs, OutgoingColumns
 from pulsar_spark.topic import full_topic_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,14 +45,14 @@ SIZE = 100
 CHUNK = 50_000  # rows handed to send_columns at a time
 
 
-def columns(count: int) -> MessageColumns:
+def columns(count: int) -> OutgoingColumns:
     rng = np.random.default_rng(7)
     data = rng.integers(0, 26, size=count * SIZE, dtype=np.uint8) + ord("a")
     offsets = np.arange(count + 1, dtype=np.int64) * SIZE
-    return MessageColumns(Blobs(data, offsets))
+    return OutgoingColumns(Blobs(data, offsets))
 
 
-def write(lookup: Lookup, topic: str, rows: MessageColumns, settings: ProducerSettings) -> float:
+def write(lookup: Lookup, topic: str, rows: OutgoingColumns, settings: ProducerSettings) -> float:
     started = time.perf_counter()
     with Producer.create(lookup, topic, settings, name=f"bench-{uuid.uuid4().hex[:8]}") as out:
         for start in range(0, len(rows), CHUNK):

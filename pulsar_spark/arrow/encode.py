@@ -36,7 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.encode import Blobs, MessageColumns, PropertyBlobs, routing_key
+from pulsar_spark.protocol.encode import Blobs, OutgoingColumns, PropertyBlobs, routing_key
 from pulsar_spark.protocol.messages import ranges
 from pulsar_spark.topic import full_topic_name
 
@@ -122,11 +122,11 @@ class Rows:
     def slice(self, start: int, length: int) -> Rows:
         return Rows(self.batch.slice(start, length), self.keys_are_base64)
 
-    def columns(self) -> MessageColumns:
+    def columns(self) -> OutgoingColumns:
         """The rows as the producer sends them."""
         values, null_values = _blobs(self.batch.column("value"))
         keys, has_key = self._keys()
-        return MessageColumns(
+        return OutgoingColumns(
             values,
             null_values,
             keys,

@@ -98,7 +98,7 @@ from pulsar_spark.errors import (
 )
 from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol.crypto import Encryptor
-from pulsar_spark.protocol.encode import MessageColumns, OutgoingMessage, encode_records
+from pulsar_spark.protocol.encode import OutgoingColumns, OutgoingMessage, encode_records
 from pulsar_spark.protocol.transactions import TxnId, in_transaction
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ class Producer:
         if self._batch.add(message, sequence_id):
             self._send_batch()
 
-    def send_columns(self, columns: MessageColumns) -> None:
+    def send_columns(self, columns: OutgoingColumns) -> None:
         """Queue every row of ``columns``, in order: the same as :meth:`send` for each row's
         message, with the batch records of many rows built at once.
         """
@@ -379,7 +379,7 @@ class Producer:
         if self._lost is not None:
             self._reconnect()
 
-    def _batch_rows(self, columns: MessageColumns, first_sequence_id: int) -> None:
+    def _batch_rows(self, columns: OutgoingColumns, first_sequence_id: int) -> None:
         """Add ``columns`` to the open batch, sending each batch they fill."""
         if not len(columns):
             return

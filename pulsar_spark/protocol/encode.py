@@ -13,7 +13,7 @@ SingleMessageMetadata is encoded by hand (fields in number order, as protobuf se
 write them): it is the one structure built once per message, and doing so without
 intermediate objects is several times faster. Unit tests compare it with the protobuf runtime.
 
-Many messages at once travel as :class:`MessageColumns` (payloads, keys and properties laid
+Many messages at once travel as :class:`OutgoingColumns` (payloads, keys and properties laid
 end to end in numpy arrays). :func:`encode_records` writes their batch records with numpy,
 field by field for every message at once, into the same bytes :meth:`BatchBuilder.add` writes
 one message at a time; :meth:`BatchBuilder.add_records` then adds as many of them as fit the
@@ -288,7 +288,7 @@ class PropertyBlobs:
 
 
 @dataclass(frozen=True, slots=True)
-class MessageColumns:
+class OutgoingColumns:
     """Messages to publish, column by column; row ``i`` is what :meth:`message` returns.
 
     ``values`` holds every payload, a null one as empty and flagged in ``null_values``.
@@ -335,9 +335,9 @@ class MessageColumns:
         rows: list[int] = np.flatnonzero(self.sizes() > size).tolist()
         return rows
 
-    def slice(self, start: int, stop: int) -> MessageColumns:
+    def slice(self, start: int, stop: int) -> OutgoingColumns:
         """Rows ``start`` to ``stop`` (exclusive), sharing the arrays."""
-        return MessageColumns(
+        return OutgoingColumns(
             self.values.slice(start, stop),
             _rows(self.null_values, start, stop),
             self.keys.slice(start, stop) if self.keys is not None else None,
@@ -359,7 +359,7 @@ class Records:
     data: memoryview
     ends: _Ints  # where each record ends in ``data``
     first_sequence_id: int
-    columns: MessageColumns
+    columns: OutgoingColumns
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -386,7 +386,7 @@ class _Short:
     lengths: _Ints
 
 
-def encode_records(columns: MessageColumns, first_sequence_id: int) -> Records:
+def encode_records(columns: OutgoingColumns, first_sequence_id: int) -> Records:
     """The batch record of every row of ``columns``, numbered from ``first_sequence_id``.
 
     Byte for byte what :meth:`BatchBuilder.add` writes for each row as a message. Each field
@@ -403,7 +403,7 @@ def encode_records(columns: MessageColumns, first_sequence_id: int) -> Records:
     return Records(data, ends, first_sequence_id, columns)
 
 
-def _metadata_fields(columns: MessageColumns, first_sequence_id: int) -> list[_Short | Blobs]:
+def _metadata_fields(columns: OutgoingColumns, first_sequence_id: int) -> list[_Short | Blobs]:
     """SingleMessageMetadata fields 1, 2, 3, 5, 6, 8 and 9 of every row, in that order."""
     fields: list[_Short | Blobs] = []
     properties = columns.properties.encoded() if columns.properties is not None else None

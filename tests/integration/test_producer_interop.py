@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pulsar
 import pytest
-from broker_proxy import BrokerProxy, apache_proxy
+from support.broker_proxy import BrokerProxy, apache_proxy
 from support.clients import settings_for
 
 from pulsar_spark.client.connection import Connection
@@ -43,7 +43,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.encode import Blobs, MessageColumns, OutgoingMessage, routing_key
+from pulsar_spark.protocol.encode import Blobs, OutgoingColumns, OutgoingMessage, routing_key
 from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
 from pulsar_spark.protocol.routing import partitions_for_keys
 from pulsar_spark.topic import full_topic_name
@@ -637,10 +637,10 @@ def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
         ) as producer:
             assert producer.last_sequence_id_from_broker == 5
             producer.send(OutgoingMessage(values[0]))
-            producer.send_columns(MessageColumns(Blobs.of(values[1:4])))
-            producer.send_columns(MessageColumns(Blobs.of(values[4:9])))
+            producer.send_columns(OutgoingColumns(Blobs.of(values[1:4])))
+            producer.send_columns(OutgoingColumns(Blobs.of(values[4:9])))
             producer.send(OutgoingMessage(values[9]))
-            producer.send_columns(MessageColumns(Blobs.of(values[10:])))
+            producer.send_columns(OutgoingColumns(Blobs.of(values[10:])))
             assert producer.messages_skipped == 6
         with Producer.create(
             proxied,
@@ -653,7 +653,7 @@ def test_messages_a_deduplicating_broker_has_stored_are_not_sent_again(
                 producer.send(OutgoingMessage(value))
             assert producer.messages_skipped == 6
         with Producer.create(proxied, plain, name="not-skipping") as producer:
-            producer.send_columns(MessageColumns(Blobs.of(values[:3])))
+            producer.send_columns(OutgoingColumns(Blobs.of(values[:3])))
             assert producer.messages_skipped == 0
     finally:
         pool.close()

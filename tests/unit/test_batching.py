@@ -12,7 +12,7 @@ from pulsar_spark.client.send_window import Sent
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.encode import Blobs, MessageColumns, OutgoingMessage, encode_records
+from pulsar_spark.protocol.encode import Blobs, OutgoingColumns, OutgoingMessage, encode_records
 from pulsar_spark.protocol.payload import encode_payload_section
 
 TOPIC = "persistent://public/default/t"
@@ -137,8 +137,8 @@ def test_an_empty_batch_is_false() -> None:
 # --- rows given as columns -------------------------------------------------------------------
 
 
-def records_of(sizes: list[int], first_sequence_id: int = 0) -> tuple[MessageColumns, bytes]:
-    columns = MessageColumns(Blobs.of([b"x" * size for size in sizes]))
+def records_of(sizes: list[int], first_sequence_id: int = 0) -> tuple[OutgoingColumns, bytes]:
+    columns = OutgoingColumns(Blobs.of([b"x" * size for size in sizes]))
     expected = b"".join(record(size, first_sequence_id + i) for i, size in enumerate(sizes))
     return columns, expected
 

@@ -22,7 +22,7 @@ from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.encode import (
     BatchBuilder,
     Blobs,
-    MessageColumns,
+    OutgoingColumns,
     OutgoingMessage,
     PropertyBlobs,
     chunks,
@@ -214,7 +214,7 @@ def test_property_blobs_of_rows() -> None:
         b"",
         b"\x0a\x06\x0a\x01k\x12\x01v",
     ]
-    columns = MessageColumns(Blobs.of([b"x"] * len(rows)), properties=properties)
+    columns = OutgoingColumns(Blobs.of([b"x"] * len(rows)), properties=properties)
     assert [columns.message(i).properties for i in range(len(rows))] == rows
 
 
@@ -292,7 +292,7 @@ def _built(builder: BatchBuilder, done: Batches) -> None:
     done.append((metadata.SerializeToString(), payload))
 
 
-def batches_by_message(columns: MessageColumns, max_messages: int, max_bytes: int) -> Batches:
+def batches_by_message(columns: OutgoingColumns, max_messages: int, max_bytes: int) -> Batches:
     builder, done = BatchBuilder(), []
     for index in range(len(columns)):
         builder.add(columns.message(index), 5 + index)
@@ -303,7 +303,7 @@ def batches_by_message(columns: MessageColumns, max_messages: int, max_bytes: in
     return done
 
 
-def batches_by_records(columns: MessageColumns, max_messages: int, max_bytes: int) -> Batches:
+def batches_by_records(columns: OutgoingColumns, max_messages: int, max_bytes: int) -> Batches:
     builder, done = BatchBuilder(), []
     records = encode_records(columns, 5)
     start = 0
