@@ -1,6 +1,6 @@
 """Faults of a real Apache Pulsar broker under Spark jobs and producers.
 
-What the proxy of tests/broker_proxy.py emulates in front of pulsar-lite, Apache does here
+What the proxy of tests/support/broker_proxy.py emulates in front of pulsar-lite, Apache does here
 for real: a topic unload (the admin API's, as a bundle moving to another broker does it)
 closes the topic's consumers and producers, which must connect again; a broker killed with
 SIGKILL and started again on the same data comes back after a ledger recovery. With
@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_proxy import ApacheAnswers, BrokerProxy
 from pyspark.sql import SparkSession
 from support.apache_faults import unload
 from support.apache_fixtures import create_partitioned_topic, start_apache
+from support.broker_proxy import ApacheAnswers, BrokerProxy
 from support.clients import settings_for
 from support.official import official_client, publish_keyed
 from support.written import read_partitioned, read_topic

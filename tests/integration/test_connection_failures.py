@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from broker_proxy import BrokerProxy
+from support.broker_proxy import BrokerProxy
 from support.clients import settings_for
 from support.fake_broker import (
     FakeBroker,

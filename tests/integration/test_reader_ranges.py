@@ -8,7 +8,7 @@ import os
 
 import pulsar
 import pytest
-from broker_proxy import apache_proxy
+from support.broker_proxy import apache_proxy
 from support.clients import settings_for
 from support.range_reading import FAST, Row, Sent, columns_rows, ids, publish, read
 

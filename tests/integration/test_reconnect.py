@@ -1,7 +1,7 @@
 """Riding through broker restarts and topic unloads inside one read or one write.
 
 The broker is killed (SIGKILL) and started again on the same port and data directory while a
-range reader reads or a producer writes; the proxy (tests/broker_proxy.py) sends what Apache
+range reader reads or a producer writes; the proxy (tests/support/broker_proxy.py) sends what Apache
 Pulsar sends when it unloads a topic (CloseConsumer, CloseProducer, TopicMigrated) and, for
 the producer, emulates a deduplicating broker. Reads must deliver every message exactly once,
 writes lose nothing, and duplicates stay within the bound docs/offsets.md states: without
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
-from broker_proxy import ApacheAnswers, BrokerProxy
 from support.apache_faults import disable_deduplication
+from support.broker_proxy import ApacheAnswers, BrokerProxy
 from support.clients import settings_for
 from support.decoding import strings
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import pulsar
 import pytest
-from broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 from pulsar.schema import (
     Array,
     AvroSchema,
@@ -39,6 +38,7 @@ from pulsar.schema import (
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from support import protobuf_messages as proto
+from support.broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 from support.clients import settings_for
 from support.schemas import (
     EVOLVED,

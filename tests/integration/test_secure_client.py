@@ -4,7 +4,7 @@ can meet, each a clear error within a bounded time.
 
 The cluster is Apache Pulsar secured as in production (``secure_apache``, see
 tests/support/apache_secure.py): what our producer writes through it, the official client
-reads back from the same broker as its superuser. The test proxy (tests/broker_proxy.py)
+reads back from the same broker as its superuser. The test proxy (tests/support/broker_proxy.py)
 stays for what that broker cannot be made to do on demand: serve an expired or wrong-host
 certificate, leave the TLS address out of a lookup answer, and show the TLS server name a
 client sends through an SNI proxy.
@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from broker_proxy import BrokerProxy, apache_proxy
-from broker_proxy import server_tls_context as server_tls
 from support import tokens
 from support.apache_fixtures import start_apache
 from support.apache_secure import (
@@ -31,6 +29,8 @@ from support.apache_secure import (
     TOKEN_ROLE,
     SecureApache,
 )
+from support.broker_proxy import BrokerProxy, apache_proxy
+from support.broker_proxy import server_tls_context as server_tls
 from support.certs import TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server

@@ -16,7 +16,7 @@ something. Apache's behaviour they pin down:
   refresh; an expired or missing answer closes the connection, and so does an expired token on
   a connection that cannot refresh.
 
-The test proxy (tests/broker_proxy.py) serves the expired and wrong-host certificates, which
+The test proxy (tests/support/broker_proxy.py) serves the expired and wrong-host certificates, which
 the broker would need a start of its own for.
 """
 
@@ -37,7 +37,6 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from broker_proxy import BrokerProxy, apache_proxy, server_tls_context
 from support import tokens
 from support.apache_secure import (
     BASIC_PASSWORD,
@@ -46,6 +45,7 @@ from support.apache_secure import (
     SecureApache,
     apr1_htpasswd_line,
 )
+from support.broker_proxy import BrokerProxy, apache_proxy, server_tls_context
 from support.certs import TestCerts
 from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import KEY_ID, OAuth2Server

@@ -14,11 +14,11 @@ from typing import Any
 
 import pulsar
 import pytest
-from broker_proxy import apache_proxy
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from support.broker_proxy import apache_proxy
 from support.official import official_client
 from support.streaming import (
     QUERY_TIMEOUT,

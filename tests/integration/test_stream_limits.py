@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pulsar
 import pytest
-from broker_proxy import apache_proxy
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
+from support.broker_proxy import apache_proxy
 from support.streaming import (
     Batches,
     Message,

@@ -29,9 +29,9 @@ from typing import Any
 
 import pulsar
 import pytest
-from broker_proxy import apache_proxy
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from support.broker_proxy import apache_proxy
 from support.clients import settings_for
 from support.official import SUBSCRIPTION, held, official_client
 from support.streaming import (

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import pulsar
 import pytest
-from broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.topic import full_topic_name
 
+from .broker_proxy import ApacheAnswers, BrokerProxy, apache_proxy
 from .clients import settings_for
 from .fake_broker import FakeBroker, Handler
 from .official import official_client

@@ -19,9 +19,10 @@ from .waiting import wait_until
 
 if TYPE_CHECKING:
     import pulsar
-    from broker_proxy import ApacheAnswers
 
     from pulsar_spark.local import ApacheBroker
+
+    from .broker_proxy import ApacheAnswers
 
 EVOLVED: list[dict[str, Any]] = [
     {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]},
