@@ -23,7 +23,7 @@ from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.producer import Producer
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.client.settings import (
     ClientSettings,
     ProducerEncryption,
@@ -34,6 +34,7 @@ from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import compression
 from pulsar_spark.protocol.encode import Blobs, OutgoingColumns
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

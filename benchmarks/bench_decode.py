@@ -27,12 +27,12 @@ import uuid
 from collections.abc import Iterator
 
 from pulsar_spark.arrow.decode import record_batches
-from pulsar_spark.client.reader import MAX_RUN, group_full
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.decode import Entry, decode_entries, decode_group, entry_info, is_batch
 from pulsar_spark.protocol.framing import FrameDecoder, encode_payload_frame
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
+from pulsar_spark.protocol.read_stage import MAX_RUN, group_full
 from pulsar_spark.protocol.single_runs import SingleRun
 
 MESSAGES = 1000

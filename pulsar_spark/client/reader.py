@@ -1,5 +1,9 @@
 """The bounded range reader: every message of one partition between two positions, once.
 
+This module does the reading's I/O (subscribing, flow, reconnects, decryption); what becomes
+of the entries received, up to the columns handed on, is the pure stage of
+:mod:`pulsar_spark.protocol.read_stage`.
+
 How this works
 --------------
 The reader subscribes a non-durable Exclusive consumer with ``start_message_id`` = the start
@@ -55,7 +59,6 @@ import logging
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 import numpy as np
 
@@ -73,59 +76,16 @@ from pulsar_spark.errors import (
     ServerError,
 )
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
+from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.protocol.crypto import CryptoFailureAction, Decryptor, is_encrypted
-from pulsar_spark.protocol.decode import (
-    decode_entries,
-    decode_entry,
-    decode_group,
-    entry_info,
-    is_batch,
-)
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns
-from pulsar_spark.protocol.payload import PayloadSection, parse_payload_section
-from pulsar_spark.protocol.single_runs import SingleRun, single
+from pulsar_spark.protocol.decode import entry_info
+from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.payload import parse_payload_section
+from pulsar_spark.protocol.read_stage import RangeAssembler, RawEntry, ReadRange
+from pulsar_spark.protocol.single_runs import single
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadRange:
-    """What to read from one partition: (start, end], [start, end], as the flags say."""
-
-    topic: str
-    start: MessageId
-    end: MessageId
-    start_inclusive: bool = True
-    end_inclusive: bool = True
-
-    @property
-    def is_empty(self) -> bool:
-        """Whether no message id lies in the range."""
-        return _is_empty(self)
-
-
-class RawEntry(NamedTuple):
-    """One entry as delivered: its MESSAGE command and parsed (still compressed) payload.
-
-    ``entry`` is the (ledger id, entry id) of the command's message id, read once: the reader
-    compares it several times per entry. A tuple, because one is made for every entry."""
-
-    message: pb.CommandMessage
-    section: PayloadSection
-    entry: tuple[int, int]
-
-    @classmethod
-    def of(cls, message: pb.CommandMessage, section: PayloadSection) -> RawEntry:
-        message_id = message.message_id
-        return cls(message, section, (message_id.ledgerId, message_id.entryId))
-
-    @property
-    def message_count(self) -> int:
-        """Messages this entry holds, as flow permits count them."""
-        metadata = self.section.metadata
-        return metadata.num_messages_in_batch if is_batch(metadata) else 1
 
 
 DEFAULT_QUEUE_SIZE = 50_000
@@ -148,7 +108,8 @@ StartGone = Callable[[MessageId], None]
 
 
 class RangeReader:
-    """Iterate over :class:`MessageColumns` (one per entry) of a :class:`ReadRange`."""
+    """Iterate over the :class:`MessageColumns` of a :class:`ReadRange`: runs of one-message
+    entries, groups of batched entries, or single entries, as the read stage gathers them."""
 
     def __init__(
         self,
@@ -168,56 +129,15 @@ class RangeReader:
         self._decryptor: Decryptor | None = None  # made at the first encrypted entry
 
     def __iter__(self) -> Iterator[MessageColumns]:
-        bounds = _bounds(self.range)
-        run = SingleRun()
-        group = _BatchGroup(bounds)
+        stage = RangeAssembler(self.range, self._decrypt)
+        entries = self.entries(pending_chunks=lambda: stage.pending_chunks)
         try:
-            yield from self._columns(run, group, bounds)
+            for raw in self._decrypting(entries, self.range.end.entry):
+                yield from stage.add(raw)
         except PulsarSparkError:
-            yield from _pending(run, group)  # what was read before the failure comes first
+            yield from stage.finish()  # what was read before the failure comes first
             raise
-        yield from _pending(run, group)
-
-    def _columns(
-        self, run: SingleRun, group: _BatchGroup, bounds: tuple[Key, Key]
-    ) -> Iterator[MessageColumns]:
-        assembler = ChunkAssembler()
-        end = self.range.end.entry
-        first, last = bounds
-        entries = self.entries(pending_chunks=lambda: assembler.pending > 0)
-        for raw in self._decrypting(entries, end):
-            if isinstance(raw, MessageColumns):  # an entry left encrypted (CONSUME)
-                yield from _pending(run, group)
-                yield from _clipped(raw, first, last)
-                continue
-            past_end = raw.entry > end
-            if not past_end and _plain_single(raw):
-                # one message, not chunked: decoded together with its neighbours
-                yield from group.take()
-                if first <= (*raw.entry, -1) <= last:
-                    run.add(*_decompressed(raw, raw.section.payload))
-                    if len(run) >= MAX_RUN or run.size >= MAX_RUN_BYTES:
-                        yield run.take()
-                continue
-            if len(run):
-                yield run.take()
-            if not past_end and _plain_batch(raw):
-                group.add(raw)
-                if group.full():
-                    yield from group.take()
-                continue
-            yield from group.take()
-            if past_end and not _continues_chunk(raw):
-                continue
-            if _chunk_before_start(raw, self.range):
-                continue  # its message is the previous range's, which finished it
-            columns = self._decode(raw, assembler)
-            if columns is None or not columns.count:
-                continue
-            if past_end:
-                yield columns  # a chunked message that began inside the range ends here
-                continue
-            yield from _clipped(columns, first, last)
+        yield from stage.finish()
 
     def entries(
         self,
@@ -235,7 +155,7 @@ class RangeReader:
         (which, delivered again, is dropped as a duplicate), until the request timeout passes
         without a new entry.
         """
-        if _is_empty(self.range):
+        if self.range.is_empty:
             return
         retrier = Retrier(f"reading {self.range.topic}", self.settings.request_timeout)
         progress = _Progress()
@@ -305,7 +225,7 @@ class RangeReader:
             if last is None and self.on_start_gone and _start_gone(self.range.start, raw.entry):
                 self.on_start_gone(MessageId(*raw.entry, -1, raw.message.message_id.partition))
             progress.handled(raw)
-            if progress.ended_at is None and _past_end(raw.entry, self.range):
+            if progress.ended_at is None and self.range.past_end(raw.entry):
                 progress.ended_at = time.monotonic()
             yield raw
             idle_since = time.monotonic()  # time the caller spent is not the broker's silence
@@ -318,25 +238,6 @@ class RangeReader:
                 f"position {self.range.end} (last entry read: {last}); see pollTimeoutMs"
             )
         self.nudges += 1
-
-    def _decode(self, raw: RawEntry, assembler: ChunkAssembler) -> MessageColumns | None:
-        section = raw.section
-        metadata = section.metadata
-        if metadata.HasField("marker_type"):
-            return None
-        payload = section.payload
-        if is_encrypted(metadata):
-            # Each entry, a chunk too, is encrypted on its own: decrypt, then join chunks.
-            opened = self._decrypt(raw)
-            if opened is None or isinstance(opened, MessageColumns):
-                return opened
-            payload = opened
-        if is_chunk(metadata):
-            assembled = assembler.add(metadata, payload)
-            if assembled is None:
-                return None
-            payload = assembled.payload
-        return _acknowledged(raw, decode_entry(*_decompressed(raw, payload)))
 
     def _decrypting(
         self, entries: Iterator[RawEntry], end: tuple[int, int]
@@ -412,113 +313,6 @@ def _left_encrypted(raw: RawEntry) -> MessageColumns:
     return replace(columns, encrypted=np.ones(1, dtype=np.bool_))
 
 
-MAX_RUN = 8192
-"""One-message entries decoded together at most (see :mod:`pulsar_spark.protocol.single_runs`)."""
-MAX_RUN_BYTES = 8 * 1024 * 1024
-"""Value bytes of one-message entries decoded together at most."""
-GROUP_MESSAGES = 8000
-"""Batched entries are decoded together (see :mod:`pulsar_spark.protocol.decode`) until they
-hold this many messages: the fixed cost of decoding a group is then small per message, whatever
-the size of the producer's batches (batches of one message each, from a producer sending
-slowly, are read together by the thousand)."""
-MAX_GROUP_BYTES = 4 * 1024 * 1024
-"""Payload bytes (as received) of batched entries decoded together at most."""
-
-
-def group_full(messages: int, size: int) -> bool:
-    """Whether a group of batched entries holding ``messages`` messages and ``size`` payload
-    bytes is to be decoded now."""
-    return messages >= GROUP_MESSAGES or size >= MAX_GROUP_BYTES
-
-
-class _BatchGroup:
-    """Batched entries (not chunks, not markers) waiting to be decoded together. They come
-    out as one :class:`MessageColumns` when every message of them is read (see
-    :func:`~pulsar_spark.protocol.decode.decode_group`), else entry by entry, each clipped to
-    the range and without the messages its ``ack_set`` has acknowledged."""
-
-    def __init__(self, bounds: tuple[Key, Key]) -> None:
-        self._first, self._last = bounds
-        self._entries: list[RawEntry] = []
-        self._messages = 0
-        self._size = 0
-
-    def add(self, raw: RawEntry) -> None:
-        self._entries.append(raw)
-        self._messages += raw.message_count
-        self._size += len(raw.section.payload)
-
-    def full(self) -> bool:
-        return group_full(self._messages, self._size)
-
-    def take(self) -> Iterator[MessageColumns]:
-        entries, self._entries, self._messages, self._size = self._entries, [], 0, 0
-        if not entries:
-            return
-        raws = [_decompressed(raw, raw.section.payload) for raw in entries]
-        if self._whole(entries):
-            group = decode_group(raws)
-            if group is not None:
-                yield group
-                return
-        decoded = decode_entries(raws)
-        for raw, columns in zip(entries, decoded, strict=True):
-            clipped = _clip(_acknowledged(raw, columns), self._first, self._last)
-            if clipped is not None and clipped.count:
-                yield clipped
-
-    def _whole(self, entries: list[RawEntry]) -> bool:
-        """Whether every message of ``entries`` is read: none lies outside the range, and none
-        is acknowledged by its entry's ``ack_set``."""
-        last = entries[-1]
-        return (
-            self._first <= (*entries[0].entry, 0)
-            and (*last.entry, last.message_count - 1) <= self._last
-            and not any(raw.message.ack_set for raw in entries)
-        )
-
-
-def _pending(run: SingleRun, group: _BatchGroup) -> Iterator[MessageColumns]:
-    """What ``run`` and ``group`` hold (at most one of them holds anything)."""
-    yield from group.take()
-    if len(run):
-        yield run.take()
-
-
-def _acknowledged(raw: RawEntry, columns: MessageColumns) -> MessageColumns:
-    """``columns`` without the messages the entry's ``ack_set`` says are acknowledged."""
-    ack_set = raw.message.ack_set
-    return _apply_ack_set(columns, list(ack_set)) if ack_set else columns
-
-
-def _plain_batch(raw: RawEntry) -> bool:
-    """A batched entry that is not a chunk or a marker (nor encrypted: those up to the end are
-    decrypted before, see :meth:`RangeReader._decrypting`)."""
-    metadata = raw.section.metadata
-    return is_batch(metadata) and not (is_chunk(metadata) or metadata.HasField("marker_type"))
-
-
-def _plain_single(raw: RawEntry) -> bool:
-    """An entry of one message that is not a chunk, a marker or partly acknowledged (nor
-    encrypted: those up to the end are decrypted before)."""
-    metadata = raw.section.metadata
-    return not (
-        is_batch(metadata)
-        or is_chunk(metadata)
-        or metadata.HasField("marker_type")
-        or raw.message.ack_set
-    )
-
-
-def _decompressed(raw: RawEntry, payload: bytes) -> tuple[EntryInfo, pb.MessageMetadata, bytes]:
-    """The entry's fields, metadata and ``payload`` (its own or a reassembled one) decompressed."""
-    metadata = raw.section.metadata
-    message_id = raw.message.message_id
-    info = entry_info(metadata, message_id.ledgerId, message_id.entryId, message_id.partition)
-    data = compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
-    return info, metadata, data
-
-
 class _Progress:
     """How far a read got, across reconnects: the last entry handled and when the end was
     passed."""
@@ -539,19 +333,6 @@ class _Progress:
         return MessageId(*self.last, -1, self.partition)
 
 
-Key = tuple[int, int, int]
-
-
-def _first_key(read_range: ReadRange) -> Key:
-    start = read_range.start
-    return start.first_key() if read_range.start_inclusive else start.key_after()
-
-
-def _last_key(read_range: ReadRange) -> Key:
-    end = read_range.end
-    return end.last_key() if read_range.end_inclusive else end.key_before()
-
-
 def _subscribe_position(start: MessageId) -> MessageId:
     """Where to place the broker's cursor: at the start entry, never at a negative entry id
     (an exclusive start "after entry -1" of a ledger means that ledger's first entry)."""
@@ -564,66 +345,3 @@ def _start_gone(start: MessageId, first: tuple[int, int]) -> bool:
     """Whether a read from ``start`` whose first entry delivered is ``first`` began after the
     start's ledger, which therefore no longer exists."""
     return not start.is_earliest and first[0] > start.ledger_id
-
-
-def _continues_chunk(raw: RawEntry) -> bool:
-    metadata = raw.section.metadata
-    return is_chunk(metadata) and metadata.chunk_id > 0
-
-
-def _chunk_before_start(raw: RawEntry, read_range: ReadRange) -> bool:
-    """Whether ``raw`` is a chunk (never batched) that lies before the range's first message.
-
-    Such a chunk must not reach the assembler: the range that ended on it completed its
-    message, and assembling it here would deliver that message a second time.
-    """
-    if read_range.start.is_earliest or not is_chunk(raw.section.metadata):
-        return False
-    return (*raw.entry, -1) < _first_key(read_range)
-
-
-def _is_empty(read_range: ReadRange) -> bool:
-    if read_range.end.is_earliest:
-        return True
-    if read_range.start.is_earliest:
-        return False
-    return _first_key(read_range) > _last_key(read_range)
-
-
-def _past_end(entry: tuple[int, int], read_range: ReadRange) -> bool:
-    return entry >= read_range.end.entry
-
-
-def _bounds(read_range: ReadRange) -> tuple[Key, Key]:
-    """The keys of the range's first and last messages (an earliest start: before any key)."""
-    first = (-1, -1, -1) if read_range.start.is_earliest else _first_key(read_range)
-    return first, _last_key(read_range)
-
-
-def _clip(columns: MessageColumns, first: Key, last: Key) -> MessageColumns | None:
-    """Keep only the rows from key ``first`` to ``last`` (only the first and last entries of
-    a range need it)."""
-    entry = (columns.entry.ledger_id, columns.entry.entry_id)
-    if entry < first[:2] or entry > last[:2]:
-        return None
-    index = columns.batch_index
-    lo = int(np.searchsorted(index, first[2], side="left")) if entry == first[:2] else 0
-    hi = int(np.searchsorted(index, last[2], side="right")) if entry == last[:2] else columns.count
-    return columns.slice(lo, hi) if lo < hi else None
-
-
-def _clipped(columns: MessageColumns, first: Key, last: Key) -> Iterator[MessageColumns]:
-    clipped = _clip(columns, first, last)
-    if clipped is not None and clipped.count:
-        yield clipped
-
-
-def _apply_ack_set(columns: MessageColumns, ack_set: list[int]) -> MessageColumns:
-    """Drop batch indexes whose bit is cleared (java.util.BitSet words: bit i in word i/64)."""
-    words = np.array(ack_set, dtype=np.int64).view(np.uint64)
-    index = columns.batch_index.astype(np.int64)
-    word = index // 64
-    present = word < len(words)
-    bits = np.zeros(len(index), dtype=np.bool_)
-    bits[present] = (words[word[present]] >> (index[present] % 64).astype(np.uint64)) & 1 == 1
-    return columns if bits.all() else columns.take(np.flatnonzero(bits))

@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, RawEntry, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.errors import DataLossError
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.read_stage import RawEntry, ReadRange
 
 SOURCE_POSITION = "__MSG_PROP_REPL_SOURCE_POSITION"
 """The property a replicated copy carries: ``ledger:entry`` of its original."""

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from pulsar_spark.client.consumer import Consumer, Delivery, new_subscription_name
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.client.retry import Retrier
 from pulsar_spark.errors import (
     PulsarConnectionError,
@@ -48,6 +48,7 @@ from pulsar_spark.errors import (
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.connection import is_pulsar_lite
 from pulsar_spark.protocol.payload import parse_payload_section
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.protocol.time_search import first_at_or_after
 
 log = logging.getLogger(__name__)

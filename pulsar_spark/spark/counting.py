@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import Key, RangeReader, RawEntry, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import walk_batch
@@ -38,6 +38,7 @@ from pulsar_spark.protocol.chunks import is_chunk
 from pulsar_spark.protocol.compression import decompress
 from pulsar_spark.protocol.crypto import is_encrypted
 from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, is_batch
+from pulsar_spark.protocol.read_stage import Key, RawEntry, ReadRange, kept_indexes
 from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.spark.offsets import has_messages_after
 
@@ -99,12 +100,13 @@ class MessageCounter:
         self.position = start
         self._sized = sized
         self._topic = topic
-        self._bounds = start.last_key(), last.last_key()
+        counted = ReadRange(topic, start, last, start_inclusive=False)
+        self._bounds = counted.bounds()
         self._request_timeout = lookup.timeout
         self._poll_timeout = poll_timeout
         self._reader = RangeReader(
             lookup,
-            ReadRange(topic, start, last, start_inclusive=False),
+            counted,
             ReaderSettings(poll_timeout=poll_timeout, request_timeout=lookup.timeout),
         )
         self._ahead = ahead
@@ -233,7 +235,7 @@ class MessageCounter:
 
 
 def _countable_entries(
-    reader: RangeReader, low: Key, high: Key, stopped: Stopped, *, sized: bool = False
+    reader: RangeReader, first: Key, last: Key, stopped: Stopped, *, sized: bool = False
 ) -> Generator[_Held, None, None]:
     """The entries of ``reader`` holding messages, each with its countable indexes.
 
@@ -242,7 +244,7 @@ def _countable_entries(
     position would (whichever thread reads them, and however far ahead)."""
     with contextlib.closing(reader.entries(stopped=stopped)) as entries:
         for raw in entries:
-            indexes = countable(raw, low, high)
+            indexes = countable(raw, first, last)
             if indexes:
                 ledger, entry = raw.entry
                 partition = raw.message.message_id.partition
@@ -287,41 +289,17 @@ def _message_count(held: _Held) -> int:
     return len(held[1])
 
 
-def countable(raw: RawEntry, low: Key, high: Key) -> range:
-    """Batch indexes of this entry with keys in (low, high] (-1 alone for an unbatched
-    message); none for markers and chunks before a message's last."""
+def countable(raw: RawEntry, first: Key, last: Key) -> range:
+    """Batch indexes of this entry with keys in [first, last] (-1 alone for an unbatched
+    message), by the range reader's own rule; none for markers and chunks before a message's
+    last."""
     metadata = raw.section.metadata
     if metadata.HasField("marker_type"):
         return range(0)
     if is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
         return range(0)
-    ledger, entry = raw.entry
-    if raw.message_count == 1 and not metadata.HasField("num_messages_in_batch"):
-        whole = MessageId(ledger, entry).last_key()
-        return range(-1, 0) if low < whole <= high else range(0)
-    return _index_range((ledger, entry), raw.message_count, low, high)
-
-
-def _index_range(entry: tuple[int, int], count: int, low: Key, high: Key) -> range:
-    """Indexes ``i`` of a batch of ``count`` in ``entry`` with ``low < (*entry, i) <= high``.
-
-    Keys of one entry differ only in the index, so the bounds cut the index range at most
-    once each: an entry after ``low``'s is whole from index 0, ``low``'s own entry starts
-    after its index, an entry before it holds nothing; symmetrically for ``high``.
-    """
-    if entry > low[:2]:
-        first = 0
-    elif entry == low[:2]:
-        first = low[2] + 1
-    else:
-        return range(0)
-    if entry < high[:2]:
-        last = count - 1
-    elif entry == high[:2]:
-        last = min(high[2], count - 1)
-    else:
-        return range(0)
-    return range(first, last + 1) if first <= last else range(0)
+    count = raw.message_count if is_batch(metadata) else None
+    return kept_indexes(raw.entry, count, first, last)
 
 
 class Countable(Protocol[P_co]):

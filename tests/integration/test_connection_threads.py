@@ -17,10 +17,11 @@ from support.range_reading import FAST, Sent, publish
 
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReadRange
+from pulsar_spark.client.reader import RangeReader
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import commands, pb
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

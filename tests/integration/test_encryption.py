@@ -26,7 +26,7 @@ from support.topics import full
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.client.settings import ProducerEncryption, ProducerSettings, ReaderDecryption
 from pulsar_spark.errors import CryptoError
 from pulsar_spark.local import ApacheBroker, LocalBroker
@@ -35,6 +35,7 @@ from pulsar_spark.protocol import compression
 from pulsar_spark.protocol.crypto import CryptoFailureAction
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.protocol.payload import parse_payload_section
+from pulsar_spark.protocol.read_stage import ReadRange
 
 pytestmark = [pytest.mark.integration]
 

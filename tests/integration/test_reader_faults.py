@@ -17,12 +17,13 @@ from support.range_reading import Row, columns_rows
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.errors import ChecksumMismatchError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import Frame, encode_payload_frame
 from pulsar_spark.protocol.payload import encode_payload_section
+from pulsar_spark.protocol.read_stage import ReadRange
 
 pytestmark = pytest.mark.integration
 

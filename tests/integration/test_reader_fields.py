@@ -27,9 +27,10 @@ from support.range_reading import (
 )
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.read_stage import ReadRange
 
 pytestmark = pytest.mark.integration
 

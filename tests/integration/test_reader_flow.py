@@ -17,10 +17,11 @@ from support.range_reading import Sent, columns_rows, publish
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.local import ApacheBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

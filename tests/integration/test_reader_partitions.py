@@ -14,8 +14,9 @@ from support.range_reading import FAST, KEYS, Row, Sent, last_message_id, publis
 from support.topics import partition_of
 
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

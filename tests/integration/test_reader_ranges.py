@@ -14,9 +14,10 @@ from support.range_reading import FAST, Row, Sent, columns_rows, ids, publish, r
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
-from pulsar_spark.client.reader import RangeReader, ReadRange
+from pulsar_spark.client.reader import RangeReader
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

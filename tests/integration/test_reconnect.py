@@ -27,7 +27,7 @@ from support.decoding import strings
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.producer import Producer
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import PulsarConnectionError, RetriesExhaustedError
 from pulsar_spark.local import ApacheBroker, LocalBroker
@@ -35,6 +35,7 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import decode_entry, entry_info
 from pulsar_spark.protocol.encode import OutgoingMessage
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,10 @@ import pulsar
 
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.reader import RangeReader, ReaderSettings, ReadRange
+from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.messages import MessageColumns
+from pulsar_spark.protocol.read_stage import ReadRange
 from support.decoding import properties_row, strings
 
 KEYS = ["plain-key", "ключ-кириллица", "鍵-漢字", "🔑🚀", None]

@@ -10,12 +10,12 @@ from typing import Any
 
 from test_counting import FakeReader
 
-from pulsar_spark.client.reader import RawEntry
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.compression import codec_from_name, compress
 from pulsar_spark.protocol.encode import OutgoingMessage, encode_single_message_metadata
 from pulsar_spark.protocol.payload import PayloadSection
+from pulsar_spark.protocol.read_stage import RawEntry
 from pulsar_spark.spark.counting import (
     KeptCounters,
     MessageCounter,

@@ -21,16 +21,15 @@ from typing import Any
 
 import pytest
 
-from pulsar_spark.client.reader import RawEntry
 from pulsar_spark.errors import PulsarConnectionError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.payload import PayloadSection
+from pulsar_spark.protocol.read_stage import RawEntry, kept_indexes
 from pulsar_spark.spark.counting import (
     Ahead,
     KeptCounters,
     MessageCounter,
-    _index_range,
     ahead_for,
     countable,
     limit_ends,
@@ -388,10 +387,12 @@ def test_an_error_while_counting_closes_every_counter() -> None:
 def countable_one_by_one(
     ledger: int, entry_id: int, count: int, *, batched: bool, after: MessageId, upto: MessageId
 ) -> list[int]:
-    """The definition, message by message (how the indexes used to be computed)."""
+    """The definition, message by message: a message's key is its own id (batch index -1 for
+    one not in a batch), after the position ``after`` and at or before ``upto``, as the range
+    reader keeps it."""
     candidates = list(range(count)) if batched else [-1]
     low, high = after.last_key(), upto.last_key()
-    return [i for i in candidates if low < MessageId(ledger, entry_id, i).last_key() <= high]
+    return [i for i in candidates if low < MessageId(ledger, entry_id, i).first_key() <= high]
 
 
 BOUNDS = [
@@ -410,21 +411,21 @@ BOUNDS = [
     [(1, True), (4, True), (7, True), (1, False)],
     ids=["batch-of-1", "batch-of-4", "batch-of-7", "single"],
 )
-def test_index_range_equals_the_message_by_message_definition(count: int, batched: bool) -> None:
+def test_kept_indexes_equal_the_message_by_message_definition(count: int, batched: bool) -> None:
     for ledger, entry_id in ((4, 1), (3, 2), (4, 0)):
         raw = entry(ledger, entry_id, count if batched else None)
         for after, upto in itertools.product(BOUNDS, BOUNDS):
             expected = countable_one_by_one(
                 ledger, entry_id, count, batched=batched, after=after, upto=upto
             )
-            got_raw = countable(raw, after.last_key(), upto.last_key())
+            got_raw = countable(raw, after.key_after(), upto.last_key())
             assert list(got_raw) == expected, (after, upto, ledger, entry_id)
             if batched:
-                got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
+                got = kept_indexes((ledger, entry_id), count, after.key_after(), upto.last_key())
                 assert list(got) == expected
 
 
-def test_index_range_random_entries() -> None:
+def test_kept_indexes_of_random_entries() -> None:
     rng = random.Random(7)
     for _ in range(3_000):
         count = rng.randint(1, 40)
@@ -434,7 +435,7 @@ def test_index_range_random_entries() -> None:
         expected = countable_one_by_one(
             ledger, entry_id, count, batched=True, after=after, upto=upto
         )
-        got = _index_range((ledger, entry_id), count, after.last_key(), upto.last_key())
+        got = kept_indexes((ledger, entry_id), count, after.key_after(), upto.last_key())
         assert list(got) == expected
 
 

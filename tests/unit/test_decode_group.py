@@ -12,11 +12,11 @@ import pytest
 from support.decoding import INFO, batch, entry_fields, outer, rows, smm
 
 from pulsar_spark.arrow.decode import to_record_batch
-from pulsar_spark.client.reader import RawEntry, _BatchGroup
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import Entry, decode_entries, decode_group
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import PayloadSection
+from pulsar_spark.protocol.read_stage import BatchGroup, RawEntry
 
 TOPIC = "persistent://public/default/groups"
 
@@ -203,7 +203,7 @@ def raw_entries(counts: list[int], ack_sets: dict[int, list[int]]) -> list[RawEn
 
 
 def taken(raws: list[RawEntry], first: tuple[int, int, int]) -> list[MessageColumns]:
-    group = _BatchGroup((first, (12, 99, 10**6)))
+    group = BatchGroup((first, (12, 99, 10**6)))
     for raw in raws:
         group.add(raw)
     return list(group.take())

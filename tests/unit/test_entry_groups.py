@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_spark.client.reader import GROUP_MESSAGES, MAX_GROUP_BYTES, group_full
+from pulsar_spark.protocol.read_stage import GROUP_MESSAGES, MAX_GROUP_BYTES, group_full
 
 
 @pytest.mark.parametrize(

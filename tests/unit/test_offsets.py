@@ -12,9 +12,9 @@ from itertools import pairwise
 
 import pytest
 
-from pulsar_spark.client.reader import ReadRange, _first_key, _last_key
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.spark.offsets import (
     NOTHING_CONSUMED,
     PulsarOffset,
@@ -247,8 +247,7 @@ def in_range(start: MessageId, end: MessageId) -> list[MessageId]:
 def read_by_reader(start: MessageId, end: MessageId) -> list[MessageId]:
     """The messages the range reader keeps for an exclusive start and an inclusive end."""
     window = ReadRange("t", start, end, start_inclusive=False, end_inclusive=True)
-    first = (-1, -1, -1) if start.is_earliest else _first_key(window)
-    last = _last_key(window)
+    first, last = window.bounds()
     return [m for m in MESSAGES if first <= (m.ledger_id, m.entry_id, m.batch_index) <= last]
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_spark.client.reader import ReadRange, _first_key, _last_key
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.spark.planning import PartitionRead, PartitionRef
 from pulsar_spark.spark.splitting import split, split_reads
 
@@ -44,8 +44,7 @@ def read_of(start: MessageId, start_in: bool, end: MessageId, end_in: bool) -> P
 def selected(read: PartitionRead, messages: list[Key]) -> list[Key]:
     """The messages the range reader delivers for ``read``."""
     bounds = ReadRange(TOPIC, read.start, read.end, read.start_inclusive, read.end_inclusive)
-    first = (-1, -1, -1) if read.start.is_earliest else _first_key(bounds)
-    last = _last_key(bounds)
+    first, last = bounds.bounds()
     return [m for m in messages if first <= m <= last]
 
 
