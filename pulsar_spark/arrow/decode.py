@@ -77,7 +77,8 @@ class RecordBatchBuilder:
         self._bytes = 0
 
     def add(self, columns: MessageColumns) -> pa.RecordBatch | None:
-        """Add one entry's messages; return a batch when the limits are reached."""
+        """Add decoded messages (one entry's, or a run's or group's); return a batch when the
+        limits are reached."""
         self._pending.append(columns)
         self._rows += columns.count
         self._bytes += columns.values.total

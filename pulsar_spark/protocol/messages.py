@@ -265,12 +265,13 @@ def ranges(starts: Int64Array, stops: Int64Array) -> tuple[IndexArray, Int64Arra
 
 @dataclass(frozen=True, slots=True)
 class MessageColumns:
-    """The messages of one entry, column by column; ``count`` rows in every column.
+    """The messages of one entry or of several consecutive ones (see below), column by
+    column; ``count`` rows in every column.
 
     ``batch_index`` is -1 for a message that was not batched (and for an encrypted entry
     delivered whole, still encrypted: see ``encrypted``). ``event_time`` is 0 where the
     producer set none. ``values.valid`` marks null values. ``key`` and ``properties`` are None
-    when no message of the entry has one.
+    when no message has one.
 
     Consecutive entries may share one ``MessageColumns`` (a run of one-message entries, or
     batches decoded together): then ``rows`` holds the entry fields of each row and ``entry``
