@@ -25,6 +25,8 @@ from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.errors import ConfigurationError, TlsError
 
 _READ_CHUNK = 1 << 16
+# What a handshake that never starts most likely means, for a Pulsar broker.
+PULSAR_TLS_PORT_HINT = "pulsar+ssl:// needs the broker's TLS port, usually 6651"
 
 
 @functools.lru_cache(maxsize=32)
@@ -60,8 +62,11 @@ def _files(settings: TlsSettings) -> str:
 class TlsChannel:
     """One TLS session over memory buffers; the caller moves bytes to and from the socket."""
 
-    def __init__(self, settings: TlsSettings, hostname: str) -> None:
+    def __init__(
+        self, settings: TlsSettings, hostname: str, *, port_hint: str = PULSAR_TLS_PORT_HINT
+    ) -> None:
         self.settings = settings
+        self._port_hint = port_hint
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = client_context(settings).wrap_bio(
@@ -100,7 +105,7 @@ class TlsChannel:
         if remaining <= 0:
             raise TlsError(
                 f"TLS handshake with {address} did not complete within {timeout:g}s; is it a "
-                "TLS port? (pulsar+ssl:// needs the broker's TLS port, usually 6651)"
+                f"TLS port? ({self._port_hint})"
             )
         sock.settimeout(remaining)
         try:
@@ -112,7 +117,7 @@ class TlsChannel:
         if not data:
             raise TlsError(
                 f"{address} closed the connection during the TLS handshake; is it a TLS port? "
-                "(pulsar+ssl:// needs the broker's TLS port, usually 6651)"
+                f"({self._port_hint})"
             )
         self._incoming.write(data)
 

@@ -9,7 +9,9 @@ first heartbeat (``HeartRequestP2M``) gets each topic's placement
 client id of its own, then closes the registration again: nothing stays behind on the master.
 
 ``master.addresses`` may name several masters (only the active one answers; a standby replies
-with an exception); each is tried in turn until one answers.
+with an exception); each is tried in turn until one answers. A TLS failure or a refused
+identity ends the search at once: it is the client's set-up, which the next master would
+refuse as well.
 
 A partition is named ``brokerId:topic:partitionId``, the key TubeMQ's own clients use.
 """
@@ -23,8 +25,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pulsar_spark.client.address import BrokerAddress
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
-from pulsar_spark.errors import PulsarSparkError, TopicLookupError
+from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
+from pulsar_spark.errors import (
+    PulsarSparkError,
+    TlsError,
+    TopicLookupError,
+    TubeMQCertificateError,
+)
 from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
 from pulsar_spark.protocol.tubemq.metadata import (
     STORE_PARTITION_BASE,
@@ -70,21 +77,32 @@ def client_id(purpose: str) -> str:
 
 
 def master_call(
-    masters: tuple[BrokerAddress, ...], call: Callable[[TubeMQConnection], T], timeout: float
+    masters: tuple[BrokerAddress, ...],
+    call: Callable[[TubeMQConnection], T],
+    timeout: float,
+    security: TubeMQSecurity = NO_SECURITY,
 ) -> T:
     """Run ``call(connection)`` against the first master that answers (see the module)."""
     errors: list[str] = []
     for address in masters:
         try:
-            with TubeMQConnection(address.host, address.port, connect_timeout=timeout) as master:
+            with TubeMQConnection(
+                address.host, address.port, connect_timeout=timeout, security=security
+            ) as master:
                 return call(master)
+        except (TlsError, TubeMQCertificateError):
+            raise
         except PulsarSparkError as exc:
             errors.append(f"{address}: {exc}")
     raise TopicLookupError("no TubeMQ master answered: " + "; ".join(errors))
 
 
 def lookup_partitions(
-    masters: tuple[BrokerAddress, ...], topic: str, *, timeout: float = 10.0
+    masters: tuple[BrokerAddress, ...],
+    topic: str,
+    *,
+    timeout: float = 10.0,
+    security: TubeMQSecurity = NO_SECURITY,
 ) -> list[TubePartition]:
     """Every partition of ``topic``, broker by broker, in partition-id order.
 
@@ -122,7 +140,7 @@ def lookup_partitions(
             )
         return list(registered.brokerInfos), list(heartbeat.topicInfos)
 
-    broker_texts, topic_texts = master_call(masters, ask, timeout)
+    broker_texts, topic_texts = master_call(masters, ask, timeout, security)
     brokers = {b.broker_id: b for b in map(parse_broker_info, broker_texts)}
     partitions: list[TubePartition] = []
     for info in map(parse_topic_info, topic_texts):

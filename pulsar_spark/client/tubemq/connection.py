@@ -13,6 +13,12 @@ stream may hold half a frame.
 :meth:`TubeMQConnection.call_all` sends several requests back to back and waits for all
 their replies (pipelining), which the producer uses to keep a window of messages in flight.
 
+With :class:`TubeMQSecurity` the connection runs TLS (through
+:class:`~pulsar_spark.client.tls.TlsChannel`, the Pulsar connections' record layer) and signs
+every request it sends with the credentials, at the time it goes out
+(:func:`pulsar_spark.protocol.tubemq.auth.sign`), so that no signature outlives the master's
+window for timestamps.
+
 A reply whose ``errCode`` is not 200 raises its
 :class:`~pulsar_spark.errors.TubeMQServerError` unless the caller asks for the reply as it is
 (``check=False``), which GetMessage needs: its 404 only means "nothing new yet".
@@ -21,14 +27,18 @@ A reply whose ``errCode`` is not 200 raises its
 from __future__ import annotations
 
 import itertools
+import secrets
 import socket
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from google.protobuf.message import Message
 
+from pulsar_spark.client.settings import TlsSettings
+from pulsar_spark.client.tls import TlsChannel
 from pulsar_spark.errors import (
     BrokerUnreachableError,
     ConnectionClosedError,
@@ -36,24 +46,53 @@ from pulsar_spark.errors import (
     RemoteProtocolError,
     RequestTimeoutError,
 )
-from pulsar_spark.protocol.tubemq import rpc
+from pulsar_spark.protocol.tubemq import auth, rpc
 from pulsar_spark.protocol.tubemq.framing import Frame, FrameDecoder
 
 R = TypeVar("R", bound=Message)
 
 _READ_SIZE = 64 * 1024
+_TLS_PORT_HINT = "with tlsEnable, master.addresses names the masters' TLS ports (tlsPort)"
+
+
+@dataclass(frozen=True, slots=True)
+class TubeMQSecurity:
+    """TLS for the connections (None: plain text) and the identity signed into each call
+    (None: none sent)."""
+
+    tls: TlsSettings | None = None
+    credentials: auth.Credentials | None = None
+
+
+NO_SECURITY = TubeMQSecurity()
 
 
 class TubeMQConnection:
     """One socket to a TubeMQ server; see the module docstring."""
 
-    def __init__(self, host: str, port: int, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        connect_timeout: float = 10.0,
+        security: TubeMQSecurity = NO_SECURITY,
+    ) -> None:
         self.address = f"{host}:{port}"
         try:
             self._sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise BrokerUnreachableError(f"cannot connect to {self.address}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._credentials = security.credentials
+        self._tls: TlsChannel | None = None
+        if security.tls is not None:
+            self._tls = TlsChannel(security.tls, host, port_hint=_TLS_PORT_HINT)
+            try:
+                self._tls.handshake(self._sock, self.address, connect_timeout)
+            except BaseException:
+                self._sock.close()
+                raise
         self._decoder = FrameDecoder()
         self._serial = itertools.count(1)
         self._lock = threading.Lock()
@@ -132,10 +171,16 @@ class TubeMQConnection:
         self, serials: list[int], requests: Sequence[Message], timeout: float
     ) -> list[rpc.Response]:
         deadline = time.monotonic() + timeout
+        if self._credentials is not None:
+            now_ms = int(time.time() * 1000)
+            for request in requests:
+                auth.sign(request, self._credentials, now_ms, secrets.randbelow(auth.NONCE_BOUND))
         frames = b"".join(
             rpc.encode_request(serial_no, request, timeout_ms=int(timeout * 1000))
             for serial_no, request in zip(serials, requests, strict=True)
         )
+        if self._tls is not None:
+            frames = self._tls.encrypt(frames)
         self._sock.settimeout(timeout)
         try:
             self._sock.sendall(frames)
@@ -164,4 +209,6 @@ class TubeMQConnection:
         if not data:
             self._decoder.eof()
             raise ConnectionClosedError(f"{self.address} closed the connection")
+        if self._tls is not None:
+            data = self._tls.decrypt(data)
         return self._decoder.feed(data)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.tubemq.cluster import TubePartition
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
+from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
 from pulsar_spark.errors import (
     PulsarSparkError,
     RequestTimeoutError,
@@ -266,9 +266,11 @@ def heartbeats(consumer: PartitionConsumer, interval: float | None) -> Iterator[
         thread.join()
 
 
-def connect(partition: TubePartition, timeout: float) -> TubeMQConnection:
+def connect(
+    partition: TubePartition, timeout: float, security: TubeMQSecurity = NO_SECURITY
+) -> TubeMQConnection:
     broker = partition.broker
-    return TubeMQConnection(broker.host, broker.port, connect_timeout=timeout)
+    return TubeMQConnection(broker.host, broker.port, connect_timeout=timeout, security=security)
 
 
 def offset_bounds(
@@ -298,6 +300,7 @@ def read_range(
     retry_for: float = 0.0,
     heartbeat_interval: float | None = HEARTBEAT_INTERVAL,
     filters: tuple[str, ...] = (),
+    security: TubeMQSecurity = NO_SECURITY,
 ) -> Iterator[Batch]:
     """The messages of ``partition`` in ``[start, end)``, reply by reply (see the module
     docstring); each batch knows where its read stopped (``scanned_to``), the last one is cut
@@ -311,14 +314,14 @@ def read_range(
     connection, for up to ``retry_for`` seconds without progress; then RetriesExhaustedError.
     A heartbeat goes to the broker every ``heartbeat_interval`` seconds (None: none).
     With ``filters``, the partition's messages of those types only, and maybe others whose
-    type has the same hash (see the module docstring).
+    type has the same hash (see the module docstring). ``security`` sets up each connection.
     """
     position = start
     retrier = Retrier(f"reading partition {partition.key}", retry_for, RETRY_OPTION)
     while position < end:
         try:
             with (
-                connect(partition, timeout) as connection,
+                connect(partition, timeout, security) as connection,
                 _registered(
                     connection, partition, group, client, timeout, filters=filters
                 ) as consumer,

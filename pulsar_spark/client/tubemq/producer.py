@@ -26,7 +26,7 @@ from pulsar_spark.client.tubemq.cluster import (
     client_id,
     lookup_partitions,
 )
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
+from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
 from pulsar_spark.client.tubemq.consumer import connect
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.protocol.tubemq import messages
@@ -57,11 +57,17 @@ class TubeMQProducer:
     """Round-robin sends to one topic; see the module docstring."""
 
     def __init__(
-        self, partitions: list[TubePartition], *, first: int = 0, timeout: float = 10.0
+        self,
+        partitions: list[TubePartition],
+        *,
+        first: int = 0,
+        timeout: float = 10.0,
+        security: TubeMQSecurity = NO_SECURITY,
     ) -> None:
         self.partitions = partitions
         self._next = first % len(partitions)
         self._timeout = timeout
+        self._security = security
         self._client = client_id("producer")
         self._address = _own_address()
         self._connections: dict[int, TubeMQConnection] = {}
@@ -75,8 +81,10 @@ class TubeMQProducer:
         *,
         first: int = 0,
         timeout: float = 10.0,
+        security: TubeMQSecurity = NO_SECURITY,
     ) -> TubeMQProducer:
-        return cls(lookup_partitions(masters, topic, timeout=timeout), first=first, timeout=timeout)
+        partitions = lookup_partitions(masters, topic, timeout=timeout, security=security)
+        return cls(partitions, first=first, timeout=timeout, security=security)
 
     def __enter__(self) -> TubeMQProducer:
         return self
@@ -143,7 +151,7 @@ class TubeMQProducer:
         broker_id = partition.broker.broker_id
         conn = self._connections.get(broker_id)
         if conn is None or conn.closed:
-            conn = connect(partition, self._timeout)
+            conn = connect(partition, self._timeout, self._security)
             self._connections[broker_id] = conn
             self._open.callback(conn.close)
         return conn

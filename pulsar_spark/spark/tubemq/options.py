@@ -12,6 +12,13 @@ Partitions the JSON does not name start at the earliest offset and end at the la
 as the Java consumer's ``subscribe(topic, filterConds, ...)`` does: a read then returns only
 the messages of those types. ``minPartitions`` cuts each partition's range into several tasks
 (:mod:`pulsar_spark.spark.tubemq.reader`).
+
+``tlsEnable`` (the Java client's name) turns TLS on for every connection, to the masters'
+and brokers' TLS ports; the CAs to trust come as a PEM file (``tlsTrustCertsFilePath``, the
+system's when absent) and a client certificate, which a TubeMQ server with TLS asks for, as
+PEM files (``tlsCertificateFilePath``, ``tlsKeyFilePath``): the Java client's JVM trust and
+key stores are refused, pointing at these. ``usrName`` and ``usrPassWord`` (the Java client's
+``setAuthenticInfo``) sign every call; the password shows in no error, log or plan.
 """
 
 from __future__ import annotations
@@ -22,8 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.client.settings import TlsSettings
+from pulsar_spark.client.tls import client_context
+from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.option_values import TOPIC, OptionValues
+from pulsar_spark.protocol.tubemq.auth import Credentials
+from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.spark.positions import Earliest, Latest, bound_or_json
 
 MASTER_ADDRESSES = "master.addresses"
@@ -36,6 +47,38 @@ REQUEST_TIMEOUT_MS = "requestTimeoutMs"
 RETRY_TIMEOUT_MS = "retryTimeoutMs"
 FILTER_CONDS = "filterConds"
 MIN_PARTITIONS = "minPartitions"
+TLS_ENABLE = "tlsEnable"
+TLS_TRUST_CERTS = "tlsTrustCertsFilePath"
+TLS_CERT = "tlsCertificateFilePath"
+TLS_KEY = "tlsKeyFilePath"
+TLS_VERIFY_HOSTNAME = "tlsHostnameVerificationEnable"
+USER_NAME = "usrName"
+PASSWORD = "usrPassWord"
+
+SECURITY_OPTIONS = (
+    TLS_ENABLE,
+    TLS_TRUST_CERTS,
+    TLS_CERT,
+    TLS_KEY,
+    TLS_VERIFY_HOSTNAME,
+    USER_NAME,
+    PASSWORD,
+)
+_PEM = (
+    f"JVM key and trust stores are not read; give the CAs to trust as a PEM file in "
+    f"{TLS_TRUST_CERTS!r} and the client certificate and key as PEM files in {TLS_CERT!r} "
+    f"and {TLS_KEY!r}"
+)
+# The Java client's JVM stores, refused with the PEM options they map to.
+SECURITY_UNSUPPORTED = tuple(
+    Unsupported(name, _PEM)
+    for name in (
+        "tlsTrustStorePath",
+        "tlsTrustStorePassword",
+        "tlsKeyStorePath",
+        "tlsKeyStorePassword",
+    )
+)
 
 READ_OPTIONS = (
     MASTER_ADDRESSES,
@@ -49,8 +92,9 @@ READ_OPTIONS = (
     RETRY_TIMEOUT_MS,
     FILTER_CONDS,
     MIN_PARTITIONS,
+    *SECURITY_OPTIONS,
 )
-WRITE_OPTIONS = (MASTER_ADDRESSES, TOPIC, REQUEST_TIMEOUT_MS)
+WRITE_OPTIONS = (MASTER_ADDRESSES, TOPIC, REQUEST_TIMEOUT_MS, *SECURITY_OPTIONS)
 
 # The most filter items a consumer may set on a topic, and the longest item: what the Java
 # client's subscribe() and the master's and broker's web APIs accept. The brokers' register
@@ -101,13 +145,16 @@ class TubeMQReadOptions:
     max_messages_per_trigger: int | None
     filters: tuple[str, ...] = ()
     min_partitions: int | None = None
+    security: TubeMQSecurity = NO_SECURITY
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, mode: Mode | None) -> TubeMQReadOptions:
         """Parse ``options`` for a batch or stream read; ``mode`` None checks only the rules
         both share (Spark asks for the schema before it says which the read is)."""
         opts = OptionValues(options)
-        opts.refuse_unknown(READ_OPTIONS, "reading from", system="TubeMQ")
+        opts.refuse_unknown(
+            READ_OPTIONS, "reading from", unsupported=SECURITY_UNSUPPORTED, system="TubeMQ"
+        )
         topic = _topic(opts)
         stream = mode is Mode.STREAM
         starting = _offsets(opts, STARTING_OFFSETS, topic, Latest() if stream else Earliest())
@@ -149,6 +196,7 @@ class TubeMQReadOptions:
             min_partitions=(
                 opts.positive_int(MIN_PARTITIONS, 1) if opts.has(MIN_PARTITIONS) else None
             ),
+            security=parse_security(opts),
         )
 
 
@@ -157,15 +205,19 @@ class TubeMQWriteOptions:
     masters: tuple[BrokerAddress, ...]
     topic: str
     timeout: float
+    security: TubeMQSecurity = NO_SECURITY
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> TubeMQWriteOptions:
         opts = OptionValues(options)
-        opts.refuse_unknown(WRITE_OPTIONS, "writing to", system="TubeMQ")
+        opts.refuse_unknown(
+            WRITE_OPTIONS, "writing to", unsupported=SECURITY_UNSUPPORTED, system="TubeMQ"
+        )
         return cls(
             masters=parse_masters(opts),
             topic=_topic(opts),
             timeout=opts.positive_int(REQUEST_TIMEOUT_MS, 30_000) / 1000,
+            security=parse_security(opts),
         )
 
 
@@ -186,6 +238,56 @@ def parse_masters(opts: OptionValues) -> tuple[BrokerAddress, ...]:
             )
         masters.append(BrokerAddress(host, int(port)))
     return tuple(masters)
+
+
+def parse_security(opts: OptionValues) -> TubeMQSecurity:
+    """TLS and credentials from their options (see the module); the TLS files are opened and
+    checked now, on the driver."""
+    return TubeMQSecurity(tls=_tls(opts), credentials=_credentials(opts))
+
+
+def _tls(opts: OptionValues) -> TlsSettings | None:
+    if not opts.boolean(TLS_ENABLE, default=False):
+        given = [
+            name
+            for name in (TLS_TRUST_CERTS, TLS_CERT, TLS_KEY, TLS_VERIFY_HOSTNAME)
+            if opts.has(name)
+        ]
+        if given:
+            raise ConfigurationError(
+                f"option(s) {', '.join(given)} need TLS: set {TLS_ENABLE!r} to true (and "
+                f"name the masters' TLS ports in {MASTER_ADDRESSES!r})"
+            )
+        return None
+    cert, key = opts.get(TLS_CERT) or None, opts.get(TLS_KEY) or None
+    if (cert is None) != (key is None):
+        raise ConfigurationError(
+            f"options {TLS_CERT!r} and {TLS_KEY!r} go together: give both or neither"
+        )
+    settings = TlsSettings(
+        trust_certs_file=opts.get(TLS_TRUST_CERTS) or None,
+        verify_hostname=opts.boolean(TLS_VERIFY_HOSTNAME, default=True),
+        cert_file=cert,
+        key_file=key,
+    )
+    client_context(settings)
+    return settings
+
+
+def _credentials(opts: OptionValues) -> Credentials | None:
+    user, password = opts.get(USER_NAME), opts.get(PASSWORD)
+    if user is None and password is None:
+        return None
+    if not user or not user.strip():
+        raise ConfigurationError(
+            f"option {USER_NAME!r} (the TubeMQ user name) is needed, not blank, with {PASSWORD!r}"
+        )
+    if not password or not password.strip():
+        raise ConfigurationError(
+            f"option {PASSWORD!r} (the password of TubeMQ user {user.strip()!r}) is needed, "
+            f"not blank, with {USER_NAME!r}"
+        )
+    return Credentials(user.strip(), password)
 
 
 def _topic(opts: OptionValues) -> str:

@@ -55,6 +55,7 @@ from pyspark.sql.streaming.datasource import (
 from pulsar_spark.arrow.tubemq import messages_to_batch
 from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.tubemq.cluster import TubePartition, by_broker, lookup_partitions
+from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.client.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
     RETRY_OPTION,
@@ -93,6 +94,7 @@ class TubeRead(InputPartition):
     retry_for: float
     check_start: bool = True
     filters: tuple[str, ...] = ()
+    security: TubeMQSecurity = NO_SECURITY
 
     @property
     def client(self) -> str:
@@ -115,6 +117,7 @@ def task(
         options.retry_for,
         check_start,
         options.filters,
+        options.security,
     )
 
 
@@ -158,6 +161,7 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
         on_start_moved=moved,
         retry_for=read.retry_for,
         filters=read.filters,
+        security=read.security,
     ):
         offsets = batch.message_offsets() or [batch.offset] * len(batch.messages)
         messages = batch.messages
@@ -186,11 +190,13 @@ def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition,
 
 
 def _bounds_now(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
-    partitions = lookup_partitions(options.masters, options.topic, timeout=options.timeout)
+    partitions = lookup_partitions(
+        options.masters, options.topic, timeout=options.timeout, security=options.security
+    )
     group, client = f"{options.group}_bounds", f"{options.group}-bounds"
     found = {}
     for indexes in by_broker(partitions):
-        with connect(partitions[indexes[0]], options.timeout) as conn:
+        with connect(partitions[indexes[0]], options.timeout, options.security) as conn:
             for partition in (partitions[i] for i in indexes):
                 bounds = offset_bounds(conn, partition, group, client, timeout=options.timeout)
                 found[partition.key] = (partition, bounds)

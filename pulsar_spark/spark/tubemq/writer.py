@@ -76,7 +76,11 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
     first = context.partitionId() if context is not None else 0
     count = 0
     with TubeMQProducer.open(
-        options.masters, options.topic, first=first, timeout=options.timeout
+        options.masters,
+        options.topic,
+        first=first,
+        timeout=options.timeout,
+        security=options.security,
     ) as producer:
         for batch in batches:
             for start in range(0, batch.num_rows, WINDOW):

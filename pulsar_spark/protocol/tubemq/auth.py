@@ -1,0 +1,108 @@
+"""A TubeMQ client's signed identity, as the master and the brokers take it.
+
+How this works
+--------------
+A client proves its user name with a signature over the name, the time and a random number,
+keyed with its password: ``HMAC-SHA1(key=password, data=user + timestamp + nonce)`` (the
+timestamp in milliseconds and the nonce, a non-negative int32, both as decimal text), in
+Base64, then URL-encoded (``+``, ``/`` and ``=`` become ``%2B``, ``%2F`` and ``%3D``). The
+password itself never travels.
+
+Where the identity goes depends on the server:
+
+* to the master, in the ``authInfo`` of each producer and consumer call: an
+  ``AuthenticateInfo`` (user name, timestamp, nonce, an empty ``othParams`` and the
+  signature) inside a ``MasterCertificateInfo``;
+* to a broker, in the ``authInfo`` (``AuthorizedInfo``) of SendMessage, consumer
+  registration and heartbeat: ``authAuthorizedToken`` is the text
+  ``"<user> <timestamp> <nonce> <signature>"``. ``visitAuthorizedToken`` is required by the
+  message; it only matters when the master hands out visit tokens for brokers to check
+  (its ``startVisitTokenCheck``), and this client sends :data:`NO_VISIT_TOKEN`.
+
+A master refuses a call that lacks the identity, or whose timestamp is further than its
+``authValidTimeStampPeriodMs`` from its own clock, with error code 415
+(:class:`~pulsar_spark.errors.TubeMQCertificateError`). What else it checks (the password,
+the user's rights) is the business of the authentication and authorisation plug-ins the
+cluster runs.
+
+:func:`sign` puts a fresh identity into a request, whatever its call.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import urllib.parse
+from dataclasses import dataclass, field
+
+from google.protobuf.message import Message
+
+from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
+
+# The visit token a client that holds none sends (TubeMQ's "undefined" value).
+NO_VISIT_TOKEN = -2
+# A nonce is drawn from [0, NONCE_BOUND).
+NONCE_BOUND = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """A user name and its password; the password is left out of ``repr``."""
+
+    user: str
+    password: str = field(repr=False)
+
+
+def signature(credentials: Credentials, timestamp_ms: int, nonce: int) -> str:
+    """The URL-encoded Base64 HMAC-SHA1 of user, timestamp and nonce (see the module)."""
+    data = f"{credentials.user}{timestamp_ms}{nonce}".encode()
+    digest = hmac.new(credentials.password.encode(), data, hashlib.sha1).digest()
+    return urllib.parse.quote(base64.b64encode(digest).decode("ascii"), safe="")
+
+
+def master_certificate(
+    credentials: Credentials, timestamp_ms: int, nonce: int
+) -> master_pb.MasterCertificateInfo:
+    """The ``authInfo`` of a producer's or consumer's call to the master."""
+    return master_pb.MasterCertificateInfo(
+        authInfo=master_pb.AuthenticateInfo(
+            userName=credentials.user,
+            timestamp=timestamp_ms,
+            nonce=nonce,
+            othParams="",
+            signature=signature(credentials, timestamp_ms, nonce),
+        )
+    )
+
+
+def broker_token(credentials: Credentials, timestamp_ms: int, nonce: int) -> str:
+    """The ``authAuthorizedToken`` a broker takes: user, timestamp, nonce and signature."""
+    return " ".join(
+        (
+            credentials.user,
+            str(timestamp_ms),
+            str(nonce),
+            signature(credentials, timestamp_ms, nonce),
+        )
+    )
+
+
+def sign(request: Message, credentials: Credentials, timestamp_ms: int, nonce: int) -> None:
+    """Set ``request``'s ``authInfo`` to ``credentials`` signed at ``timestamp_ms`` with
+    ``nonce``; a request without ``authInfo`` (GetMessage, CommitOffset) is left as it is."""
+    auth_field = request.DESCRIPTOR.fields_by_name.get("authInfo")
+    if auth_field is None:
+        return
+    identity: Message
+    if auth_field.message_type is master_pb.MasterCertificateInfo.DESCRIPTOR:
+        identity = master_certificate(credentials, timestamp_ms, nonce)
+    elif auth_field.message_type is broker_pb.AuthorizedInfo.DESCRIPTOR:
+        identity = broker_pb.AuthorizedInfo(
+            visitAuthorizedToken=NO_VISIT_TOKEN,
+            authAuthorizedToken=broker_token(credentials, timestamp_ms, nonce),
+        )
+    else:
+        raise TypeError(f"{type(request).__name__}.authInfo is not a TubeMQ identity")
+    request.MergeFrom(type(request)(authInfo=identity))
