@@ -190,3 +190,38 @@ def _write_leaf(
     )
     key_path.chmod(0o600)
     return cert_path, key_path
+
+
+def write_key_store(cert: Path, key: Path, path: Path, password: str) -> Path:
+    """A PKCS#12 key store at ``path`` holding ``cert`` and its ``key``, for a JVM server
+    (the JDK's JKS key store type reads PKCS#12 files too)."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    private_key = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    assert isinstance(private_key, ec.EllipticCurvePrivateKey)
+    store = pkcs12.serialize_key_and_certificates(
+        b"server",
+        private_key,
+        x509.load_pem_x509_certificate(cert.read_bytes()),
+        None,
+        serialization.BestAvailableEncryption(password.encode()),
+    )
+    path.write_bytes(store)
+    return path
+
+
+def write_trust_store(ca: Path, path: Path, password: str) -> Path:
+    """A JKS trust store at ``path`` holding the CA certificate ``ca`` (made by the JDK's
+    keytool: a JVM takes only the certificates a trust store marks as trusted)."""
+    import subprocess
+
+    subprocess.run(
+        [
+            *("keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca)),
+            *("-keystore", str(path), "-storetype", "JKS", "-storepass", password),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return path

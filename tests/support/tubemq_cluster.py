@@ -91,7 +91,7 @@ brokerHeartbeatTimeoutMs=25000
 confModAuthToken={token}
 webResourcePath={run}/web
 useWebProxy=false
-[meta_zookeeper]
+{master_security}[meta_zookeeper]
 zkNodeRoot=/tubemq
 zkServerAddr={host}:{zk_port}
 zkSessionTimeoutMs=30000
@@ -103,7 +103,7 @@ zkMasterCheckPeriodMs=5000
 promEnable=true
 promHttpPort={master_metrics_port}
 promClusterName=InLong
-"""
+{tls}"""
 # The master's web API writes its JSON answer through two Velocity templates of TubeMQ's
 # distribution (resources/templates), which no Maven artifact carries: the page is the answer.
 WEB_API_TEMPLATES = {"screen/webapi.vm": "$sb\n", "layout/webapi.vm": "$screen_placeholder\n"}
@@ -127,6 +127,27 @@ auditCacheFilePath={run}/audit
 promEnable=true
 promHttpPort={broker_metrics_port}
 promClusterName=InLong
+{tls}"""
+# A secure cluster's additions, as an operator sets them: the master asks producers and
+# consumers to authenticate (and has the brokers do the same), and each server also listens
+# for TLS on a port of its own (the plain port stays, for the broker's own calls to the
+# master). TLS is mutual: with tlsTwoWayAuthEnable=false a 2.4.0 server opens the trust store
+# path it then leaves empty on the first TLS connection, and exits.
+MASTER_SECURITY = """\
+startProduceAuthenticate=true
+startProduceAuthorize=true
+startConsumeAuthenticate=true
+startConsumeAuthorize=true
+"""
+TLS_SECTION = """\
+[tlsSetting]
+tlsEnable=true
+tlsPort={tls_port}
+tlsKeyStorePath={key_store}
+tlsKeyStorePassword={store_password}
+tlsTwoWayAuthEnable=true
+tlsTrustStorePath={trust_store}
+tlsTrustStorePassword={store_password}
 """
 
 
@@ -148,6 +169,17 @@ def free_ports(count: int) -> list[int]:
 
 
 @dataclass(frozen=True)
+class Security:
+    """What makes a cluster secure: the servers' TLS key store (PKCS#12), the trust store of
+    the CA that signs client certificates, and their password. Authentication and
+    authorisation of producers and consumers come with it."""
+
+    key_store: Path
+    trust_store: Path
+    store_password: str
+
+
+@dataclass(frozen=True)
 class BrokerCommand:
     """How the broker JVM was started: its arguments and working folder."""
 
@@ -165,6 +197,9 @@ class TubeMQCluster:
     broker_web_port: int
     master_metrics_port: int
     broker_metrics_port: int
+    master_tls_port: int
+    broker_tls_port: int
+    security: Security | None = None
     _processes: dict[str, subprocess.Popen[bytes]] = field(
         default_factory=dict, compare=False, repr=False, kw_only=True
     )
@@ -173,11 +208,12 @@ class TubeMQCluster:
     )
 
     @classmethod
-    def start(cls, run_dir: Path) -> TubeMQCluster:
+    def start(cls, run_dir: Path, security: Security | None = None) -> TubeMQCluster:
         """ZooKeeper, the master, broker 1 registered in the master, then the broker; each
-        step waits until its ports take connections."""
+        step waits until its ports take connections. With ``security`` the master and the
+        broker also listen for TLS and require authentication (see :data:`MASTER_SECURITY`)."""
         lib = tubemq_jars()
-        cluster = cls(run_dir, *free_ports(7))
+        cluster = cls(run_dir, *free_ports(9), security=security)
         try:
             cluster._start(lib)
         except BaseException:
@@ -193,6 +229,23 @@ class TubeMQCluster:
     def masters(self) -> tuple[BrokerAddress, ...]:
         """The master, as the TubeMQ client takes its masters."""
         return (BrokerAddress(HOST, self.master_port),)
+
+    @property
+    def tls_master(self) -> str:
+        """The master's TLS port, as ``master.addresses`` takes it."""
+        return f"{HOST}:{self.master_tls_port}"
+
+    @property
+    def tls_masters(self) -> tuple[BrokerAddress, ...]:
+        """The master's TLS port, as the TubeMQ client takes its masters."""
+        return (BrokerAddress(HOST, self.master_tls_port),)
+
+    def logs(self) -> str:
+        """Everything ZooKeeper, the master and the broker logged so far."""
+        return "".join(
+            path.read_text(errors="replace")
+            for path in sorted((self.run_dir / "logs").glob("*.log"))
+        )
 
     def create_topics(
         self, names: tuple[str, ...], partitions: int, *, others: dict[str, int] | None = None
@@ -266,8 +319,16 @@ class TubeMQCluster:
             (run / "web" / "templates" / template).write_text(text)
         values = {**vars(self), "run": run, "host": HOST, "token": TOKEN, "broker_id": BROKER_ID}
         (run / "conf" / "zoo.cfg").write_text(ZOO_CFG.format(**values))
-        (run / "conf" / "master.ini").write_text(MASTER_INI.format(**values))
-        (run / "conf" / "broker.ini").write_text(BROKER_INI.format(**values))
+        (run / "conf" / "master.ini").write_text(
+            MASTER_INI.format(
+                **values,
+                master_security=MASTER_SECURITY if self.security else "",
+                tls=self._tls_section(self.master_tls_port),
+            )
+        )
+        (run / "conf" / "broker.ini").write_text(
+            BROKER_INI.format(**values, tls=self._tls_section(self.broker_tls_port))
+        )
         (run / "conf" / "log4j2.properties").write_text(LOG4J2.format(level="info"))
 
         def java(name: str, options: list[str], main: str, *args: str) -> subprocess.Popen[bytes]:
@@ -291,7 +352,11 @@ class TubeMQCluster:
         )
         self._wait_port(self.master_web_port, "the master's web API", process, 90)
         self._wait_port(self.master_port, "the master", process, 90)
-        # The master takes a broker only once it is configured and online there.
+        if self.security:
+            self._wait_port(self.master_tls_port, "the master's TLS port", process, 90)
+        # The master takes a broker only once it is configured and online there (a TLS port
+        # the broker does not report is refused at its registration).
+        tls_port = {"brokerTLSPort": str(self.broker_tls_port)} if self.security else {}
         self._modify(
             "admin_add_broker_configure",
             brokerId=str(BROKER_ID),
@@ -300,6 +365,7 @@ class TubeMQCluster:
             brokerWebPort=str(self.broker_web_port),
             numPartitions="3",
             createUser="tubemq_start",
+            **tls_port,
         )
         self._modify(
             "admin_online_broker_configure", brokerId=str(BROKER_ID), modifyUser="tubemq_start"
@@ -313,6 +379,18 @@ class TubeMQCluster:
         )
         self._wait_port(self.broker_web_port, "the broker's web port", process, 90)
         self._wait_port(self.broker_port, "the broker", process, 90)
+        if self.security:
+            self._wait_port(self.broker_tls_port, "the broker's TLS port", process, 90)
+
+    def _tls_section(self, port: int) -> str:
+        if self.security is None:
+            return ""
+        return TLS_SECTION.format(
+            tls_port=port,
+            key_store=self.security.key_store,
+            trust_store=self.security.trust_store,
+            store_password=self.security.store_password,
+        )
 
     def _launch(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """Start ``argv`` in the run folder, its output appended to ``logs/<name>.log``."""

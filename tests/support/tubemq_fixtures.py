@@ -1,4 +1,5 @@
-"""Session fixtures for the TubeMQ tests: one real cluster, one topic, the Java client.
+"""Session fixtures for the TubeMQ tests: one real cluster, one topic, the Java client, and
+a second, secure cluster (TLS and authentication) for the tests of security.
 
 Registered from ``tests/conftest.py``; nothing starts unless a test asks for one of them.
 """
@@ -9,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from .tubemq_cluster import JavaProbe, TubeMQCluster
+from .certs import TestCerts, write_key_store, write_trust_store
+from .tubemq_cluster import JavaProbe, Security, TubeMQCluster
 
 TUBEMQ_TOPIC = "pyspark_wire"
 # The Spark tests' topics: read (written by the Java client), write (read by the Java client)
@@ -56,6 +58,37 @@ def tubemq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TubeMQC
     """ZooKeeper, master and broker on free loopback ports, stopped and deleted at the end."""
     cluster = TubeMQCluster.start(tmp_path_factory.mktemp("tubemq") / "run")
     try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# The secure cluster's topics: Spark writes and reads one; the other is for the client-level
+# tests of refused credentials.
+SECURE_SPARK_TOPIC = "pyspark_secure"
+SECURE_CLIENT_TOPIC = "pyspark_secure_client"
+# The password of the secure cluster's key and trust stores.
+STORE_PASSWORD = "tubemq-store-pass"
+
+
+@pytest.fixture(scope="session")
+def tubemq_secure_cluster(
+    tmp_path_factory: pytest.TempPathFactory, test_certs: TestCerts
+) -> Iterator[TubeMQCluster]:
+    """A cluster of its own whose master and broker require TLS (with a client certificate
+    signed by ``test_certs.ca``) on their TLS ports and authentication of every producer and
+    consumer, with :data:`SECURE_SPARK_TOPIC` and :data:`SECURE_CLIENT_TOPIC` loaded."""
+    folder = tmp_path_factory.mktemp("tubemq-secure")
+    security = Security(
+        key_store=write_key_store(
+            test_certs.server_cert, test_certs.server_key, folder / "server.p12", STORE_PASSWORD
+        ),
+        trust_store=write_trust_store(test_certs.ca, folder / "trust.jks", STORE_PASSWORD),
+        store_password=STORE_PASSWORD,
+    )
+    cluster = TubeMQCluster.start(folder / "run", security)
+    try:
+        cluster.create_topics((SECURE_SPARK_TOPIC, SECURE_CLIENT_TOPIC), TUBEMQ_PARTITIONS)
         yield cluster
     finally:
         cluster.stop()
