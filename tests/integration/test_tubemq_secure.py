@@ -2,21 +2,23 @@
 TLS ports (with a client certificate, which the servers ask for) and authentication of every
 producer and consumer call (``tubemq_secure_cluster``, see tests/support/tubemq_cluster.py).
 
-Spark writes and reads back over TLS with credentials; a call without credentials, or with a
+Spark writes, reads back and streams over TLS with credentials; a call without credentials, or with a
 stale signature, is refused by the master and the broker with TubeMQCertificateError; an
 unknown CA fails the TLS handshake with TlsError. Each failure comes within seconds, and no
-error, log line or plan shows the password.
+error, log line, plan, stream progress or server log shows the password.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from support.certs import TestCerts
+from support.streaming import drain
 from support.tubemq_cluster import TubeMQCluster
 from support.tubemq_fixtures import SECURE_CLIENT_TOPIC, SECURE_SPARK_TOPIC, TUBEMQ_PARTITIONS
 from support.tubemq_reading import rows
@@ -74,10 +76,11 @@ def failure_of(action: Any) -> str:
     return str(info.value)
 
 
-def test_spark_writes_and_reads_over_tls_with_credentials(
+def test_spark_writes_and_reads_over_tls_with_credentials(  # noqa: PLR0917
     spark: SparkSession,
     tubemq_secure_cluster: TubeMQCluster,
     test_certs: TestCerts,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -105,8 +108,31 @@ def test_spark_writes_and_reads_over_tls_with_credentials(
         )
         for i in range(6)
     ]
+    # A stream reads them too, and neither its plan nor its progress shows the password.
+    stream = (
+        spark.readStream.format("tubemq")
+        .options(**options)
+        .option("topic", SECURE_SPARK_TOPIC)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    stream.explain(True)
+    streamed: list[bytes] = []
+    query = (
+        stream.writeStream.foreachBatch(
+            lambda df, _: streamed.extend(bytes(r.value) for r in df.collect())
+        )
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    drain(query)
+    assert sorted(streamed) == [f"secure {i}".encode() for i in range(6)]
+    progress = "\n".join(p.json for p in query.recentProgress)
+    assert SECURE_SPARK_TOPIC in progress  # the source's offsets are in it
+    assert PASSWORD not in progress
     printed = capsys.readouterr().out
-    assert "== Physical Plan ==" in printed
+    assert printed.count("== Physical Plan ==") == 2
     assert PASSWORD not in printed
     assert PASSWORD not in caplog.text
     assert PASSWORD not in tubemq_secure_cluster.logs()
