@@ -2,10 +2,11 @@
 TLS ports (with a client certificate, which the servers ask for) and authentication of every
 producer and consumer call (``tubemq_secure_cluster``, see tests/support/tubemq_cluster.py).
 
-Spark writes, reads back and streams over TLS with credentials; a call without credentials, or with a
-stale signature, is refused by the master and the broker with TubeMQCertificateError; an
-unknown CA fails the TLS handshake with TlsError. Each failure comes within seconds, and no
-error, log line, plan, stream progress or server log shows the password.
+Spark writes, reads back and streams over TLS with credentials; a call without credentials,
+or with a stale signature, is refused by the master and the broker with
+TubeMQCertificateError; an unknown CA fails the TLS handshake with TlsError. Each failure comes
+within seconds, and no error, log line, plan, stream progress or server log shows the
+password.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def test_the_master_checks_the_identity_and_its_time_not_the_password(
             brokerCheckSum=-1,
             hostName="127.0.0.1",
         )
-        auth.sign(request, credentials, timestamp_ms, 12345)
+        auth.sign(request, auth.identity(credentials, timestamp_ms, 12345))
         with TubeMQConnection(
             "127.0.0.1",
             tubemq_secure_cluster.master_tls_port,

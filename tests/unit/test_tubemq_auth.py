@@ -38,7 +38,7 @@ def test_master_calls_carry_an_authenticate_info() -> None:
     request = master_pb.RegisterRequestP2M(
         clientId="c", topicList=["t"], brokerCheckSum=-1, hostName="h"
     )
-    auth.sign(request, ALICE, TIME_MS, 123456789)
+    auth.sign(request, auth.identity(ALICE, TIME_MS, 123456789))
     assert request.authInfo == master_pb.MasterCertificateInfo(
         authInfo=master_pb.AuthenticateInfo(
             userName="alice",
@@ -59,7 +59,7 @@ def test_broker_calls_carry_the_token_text(
     request_type: type[broker_pb.RegisterRequestC2B],
 ) -> None:
     request = request_type()
-    auth.sign(request, BOB, TIME_MS, 5)
+    auth.sign(request, auth.identity(BOB, TIME_MS, 5))
     assert request.authInfo == broker_pb.AuthorizedInfo(
         visitAuthorizedToken=-2,
         authAuthorizedToken="bob 1700000000000 5 Bhz2AhFyR0bHySSdo6W%2BKnYUG40%3D",
@@ -71,5 +71,5 @@ def test_calls_without_an_identity_field_are_left_alone() -> None:
         clientId="c", partitionId=0, groupName="g", topicName="t"
     )
     before = request.SerializeToString()
-    auth.sign(request, ALICE, TIME_MS, 1)
+    auth.sign(request, auth.identity(ALICE, TIME_MS, 1))
     assert request.SerializeToString() == before

@@ -15,9 +15,9 @@ their replies (pipelining), which the producer uses to keep a window of messages
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.client.tls.TlsChannel`, the Pulsar connections' record layer) and signs
-every request it sends with the credentials, at the time it goes out
-(:func:`pulsar_spark.protocol.tubemq.auth.sign`), so that no signature outlives the master's
-window for timestamps.
+every request it sends with the credentials, signed once per call or batch as it goes out
+(:mod:`pulsar_spark.protocol.tubemq.auth`), so that no signature outlives the master's window
+for timestamps.
 
 A reply whose ``errCode`` is not 200 raises its
 :class:`~pulsar_spark.errors.TubeMQServerError` unless the caller asks for the reply as it is
@@ -172,9 +172,12 @@ class TubeMQConnection:
     ) -> list[rpc.Response]:
         deadline = time.monotonic() + timeout
         if self._credentials is not None:
-            now_ms = int(time.time() * 1000)
+            # one signature for the batch: it is sent now, well within the master's window
+            signed = auth.identity(
+                self._credentials, int(time.time() * 1000), secrets.randbelow(auth.NONCE_BOUND)
+            )
             for request in requests:
-                auth.sign(request, self._credentials, now_ms, secrets.randbelow(auth.NONCE_BOUND))
+                auth.sign(request, signed)
         frames = b"".join(
             rpc.encode_request(serial_no, request, timeout_ms=int(timeout * 1000))
             for serial_no, request in zip(serials, requests, strict=True)

@@ -25,7 +25,8 @@ A master refuses a call that lacks the identity, or whose timestamp is further t
 the user's rights) is the business of the authentication and authorisation plug-ins the
 cluster runs.
 
-:func:`sign` puts a fresh identity into a request, whatever its call.
+:func:`identity` signs the credentials once for both forms, and :func:`sign` puts that
+identity into a request, whatever its call.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import hashlib
 import hmac
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import Message
 
@@ -89,20 +91,36 @@ def broker_token(credentials: Credentials, timestamp_ms: int, nonce: int) -> str
     )
 
 
-def sign(request: Message, credentials: Credentials, timestamp_ms: int, nonce: int) -> None:
-    """Set ``request``'s ``authInfo`` to ``credentials`` signed at ``timestamp_ms`` with
-    ``nonce``; a request without ``authInfo`` (GetMessage, CommitOffset) is left as it is."""
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """One signature of a user, in the form the master takes and the form a broker takes."""
+
+    master: master_pb.MasterCertificateInfo
+    broker: broker_pb.AuthorizedInfo
+
+
+def identity(credentials: Credentials, timestamp_ms: int, nonce: int) -> Identity:
+    """``credentials`` signed at ``timestamp_ms`` with ``nonce``, for every server."""
+    return Identity(
+        master=master_certificate(credentials, timestamp_ms, nonce),
+        broker=broker_pb.AuthorizedInfo(
+            visitAuthorizedToken=NO_VISIT_TOKEN,
+            authAuthorizedToken=broker_token(credentials, timestamp_ms, nonce),
+        ),
+    )
+
+
+def sign(request: Message, signed: Identity) -> None:
+    """Set ``request``'s ``authInfo`` to ``signed``, in the form its server takes; a request
+    without ``authInfo`` (GetMessage, CommitOffset) is left as it is. One identity may sign
+    many requests: the signing is the costly part (about 9 us against 0.4 us)."""
     auth_field = request.DESCRIPTOR.fields_by_name.get("authInfo")
     if auth_field is None:
         return
-    identity: Message
+    target: Any = request
     if auth_field.message_type is master_pb.MasterCertificateInfo.DESCRIPTOR:
-        identity = master_certificate(credentials, timestamp_ms, nonce)
+        target.authInfo.CopyFrom(signed.master)
     elif auth_field.message_type is broker_pb.AuthorizedInfo.DESCRIPTOR:
-        identity = broker_pb.AuthorizedInfo(
-            visitAuthorizedToken=NO_VISIT_TOKEN,
-            authAuthorizedToken=broker_token(credentials, timestamp_ms, nonce),
-        )
+        target.authInfo.CopyFrom(signed.broker)
     else:
         raise TypeError(f"{type(request).__name__}.authInfo is not a TubeMQ identity")
-    request.MergeFrom(type(request)(authInfo=identity))
