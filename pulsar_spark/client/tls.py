@@ -90,7 +90,7 @@ class TlsChannel:
             except ssl.SSLError as exc:
                 raise TlsError(
                     f"TLS handshake with {address} failed: {exc.reason or exc}"
-                    f"{_hint(exc)} (trusted: {_trust(self.settings)})"
+                    f"{_hint(exc, self._port_hint)} (trusted: {_trust(self.settings)})"
                 ) from exc
             else:
                 sock.sendall(self._outgoing.read())
@@ -150,7 +150,7 @@ def _trust(settings: TlsSettings) -> str:
     return where if settings.verify_hostname else f"{where}, hostname not verified"
 
 
-def _hint(exc: ssl.SSLError) -> str:
+def _hint(exc: ssl.SSLError, port_hint: str) -> str:
     if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
-        return "; the peer does not speak TLS there (use pulsar:// or the broker's TLS port)"
+        return f"; the peer does not speak TLS there ({port_hint})"
     return ""
