@@ -222,11 +222,16 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             name, start = partition.ref.name, partition.start
             subscription = self.options.subscription
             if subscription is not None and nothing_lost_after(
-                make_lookup(partition.client), name, subscription, start
+                make_lookup(partition.client),
+                name,
+                subscription,
+                start,
+                replicated=self.options.replicate_subscription_state,
             ):
                 log.info(
-                    "partition %s: the ledger of %s was removed once subscription %r had "
-                    "acknowledged all of it; nothing unread is lost, reading on from %s",
+                    "partition %s: what lay after %s is gone or was only markers, and "
+                    "subscription %r had it acknowledged; nothing unread is lost, reading on "
+                    "from %s",
                     name,
                     start,
                     subscription,

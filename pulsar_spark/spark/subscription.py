@@ -145,17 +145,24 @@ class SubscriptionKeeper:
         log.debug("subscription %r on %s acknowledged through %s", self.name, partition, acks)
 
 
-def nothing_lost_after(lookup: Lookup, partition: str, subscription: str, start: MessageId) -> bool:
-    """Whether a stream's exclusive ``start`` on ``partition``, whose ledger no longer exists,
-    lost nothing after it, by ``subscription``'s word.
+def nothing_lost_after(
+    lookup: Lookup, partition: str, subscription: str, start: MessageId, *, replicated: bool
+) -> bool:
+    """Whether a stream's exclusive ``start`` on ``partition``, after which the first entry
+    delivered lies in a later ledger, lost nothing after it, by ``subscription``'s word.
 
     Apache Pulsar removes a ledger only once every subscription has acknowledged all of it
     (retention permitting), and the driver acknowledges the subscription through each start
     before the micro-batch reading from it runs, never further. So when its mark-delete
     position lies at or before ``start``, the ledger ``start`` lay in held nothing after it,
     nor did any ledger removed between it and the first entry left: this is a query reading on
-    after retention removed a ledger it had read to its end. A failure to ask, or a broker
-    that does not say, answers False.
+    after retention removed a ledger it had read to its end.
+
+    A ``replicated`` subscription is also moved by the other clusters, through what the query
+    read there (a stream that failed over and came back), and its positions often lie on
+    marker entries, which a broker never delivers: a ledger may end in markers after
+    ``start``. Whatever the broker reports it acknowledged through, then, the query read or
+    had no message to read. A failure to ask, or a broker that does not say, answers False.
     """
     try:
         position = lookup.retrying(
@@ -170,7 +177,7 @@ def nothing_lost_after(lookup: Lookup, partition: str, subscription: str, start:
             exc,
         )
         return False
-    return position is not None and position.entry <= start.entry
+    return position is not None and (replicated or position.entry <= start.entry)
 
 
 def _partition_index(partition: str, refs: Mapping[str, PartitionRef]) -> int:
