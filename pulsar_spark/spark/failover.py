@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pulsar_spark.client.address import cluster_name
-from pulsar_spark.client.durable import mark_delete_position
+from pulsar_spark.client.durable import mark_delete_position, subscription_bounds
 from pulsar_spark.client.failover import Clusters, ClusterWatch, Probe, reachable
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import ReaderSettings
@@ -48,7 +48,7 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.planning import PartitionRead, PartitionRef, last_message_id, make_lookup
+from pulsar_spark.spark.planning import PartitionRead, PartitionRef, make_lookup
 from pulsar_spark.spark.reading import read_partition
 from pulsar_spark.spark.subscription import SubscriptionKeeper
 
@@ -166,8 +166,8 @@ def read_copies(
     wanted = ReadRange(name, work.start, work.end, work.start_inclusive, work.end_inclusive)
     if wanted.is_empty:
         return
-    after = mark_delete_position(lookup, name, subscription, timeout=lookup.timeout)
-    last = last_message_id(lookup, work.ref)
+    # one answer of the broker: the subscription's position and the partition's last entry
+    after, last = subscription_bounds(lookup, name, subscription, timeout=lookup.timeout)
     found = None
     if after is not None and last is not None:
         reading = ReaderSettings(poll_timeout=work.poll_timeout, request_timeout=lookup.timeout)

@@ -83,6 +83,17 @@ def sunk(spark: SparkSession, out: Path) -> list[tuple[bytes, str | None]]:
     return [(bytes(r[0]), r[1]) for r in rows.collect()]
 
 
+def wait_for_sink(
+    spark: SparkSession, query: StreamingQuery, out: Path, wanted: set[bytes], what: str
+) -> None:
+    """Wait, while ``query`` runs, until the sink holds exactly the values ``wanted``."""
+    wait_until(
+        lambda: alive(query) and {value for value, _ in sunk(spark, out)} == wanted,
+        what,
+        QUERY_TIMEOUT,
+    )
+
+
 def alive(query: StreamingQuery) -> bool:
     """True while ``query`` runs; its error once it has stopped (so a wait fails at once)."""
     assert query.isActive, f"the query stopped: {query.exception()}"
@@ -212,11 +223,7 @@ def test_stream_fails_over_to_c2_and_resumes_there(
             )
             failover_seconds = time.monotonic() - killed
             wanted = {m.value for m in before + after}
-            wait_until(
-                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
-                "every message in the sink",
-                QUERY_TIMEOUT,
-            )
+            wait_for_sink(spark, query, tmp_path, wanted, "every message in the sink")
             start, end = switch_progress(query)
         finally:
             query.stop()
@@ -255,10 +262,8 @@ def test_stream_fails_over_to_c2_and_resumes_there(
         query = failover_stream(spark, geo, topic, tmp_path)
         try:
             wanted |= {m.value for m in later}
-            wait_until(
-                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
-                "the messages published after the restart",
-                QUERY_TIMEOUT,
+            wait_for_sink(
+                spark, query, tmp_path, wanted, "the messages published after the restart"
             )
         finally:
             query.stop()
@@ -276,10 +281,8 @@ def test_stream_fails_over_to_c2_and_resumes_there(
             wait_until(lambda: alive(query) and switches(query), "the switch back", QUERY_TIMEOUT)
             home = publish_in_bursts(c1, topic, 1, 5, first=1000)
             wanted |= {m.value for m in home}
-            wait_until(
-                lambda: alive(query) and {value for value, _ in sunk(spark, tmp_path)} == wanted,
-                "the messages published on c1 after the switch back",
-                QUERY_TIMEOUT,
+            wait_for_sink(
+                spark, query, tmp_path, wanted, "the messages published on c1 after the switch back"
             )
         finally:
             query.stop()
