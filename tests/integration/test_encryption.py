@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from support.crypto_keys import write_key_pair
 from support.range_reading import FAST, Row, Sent, publish, read, with_sequence_ids
 from support.topics import full
+from support.written import Got, read_topic
 
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
@@ -157,10 +158,10 @@ def test_the_official_client_reads_what_we_encrypt(env: Env, codec: str, batchin
                 )
             )
     got = official_read(env)
-    assert [m.data() for m in got] == [m.value for m in sent]
-    assert [m.partition_key() for m in got] == [m.key or "" for m in sent]
-    assert [m.properties() for m in got] == [m.properties for m in sent]
-    assert [m.event_timestamp() for m in got] == [m.event_time for m in sent]
+    assert [m.value for m in got] == [m.value for m in sent]
+    assert [m.key for m in got] == [m.key or "" for m in sent]
+    assert [dict(m.properties) for m in got] == [m.properties for m in sent]
+    assert [m.event_time for m in got] == [m.event_time for m in sent]
     # on the wire: every entry names the key, carries a 12-byte IV and no plain text
     stored = list(raw_metadata(env))
     assert len(stored) == (3 if batching else len(sent))  # 50 + 50 + 20 when batched
@@ -253,25 +254,9 @@ def test_consume_delivers_each_entry_still_encrypted_and_flagged(env: Env, batch
     assert all((part.batch_index == -1).all() for part in parts)
 
 
-def official_read(env: Env) -> list[pulsar.Message]:
-    """Every message of the topic as the official reader decrypts it, each id once
-    (pulsar-lite may dispatch an entry twice)."""
-    reader = env.client.create_reader(
-        full(env.topic), pulsar.MessageId.earliest, crypto_key_reader=env.keys.official_reader()
-    )
-    seen: set[tuple[int, int, int]] = set()
-    out = []
-    try:
-        while reader.has_message_available():
-            message = reader.read_next(10_000)
-            mid = message.message_id()
-            position = (mid.ledger_id(), mid.entry_id(), mid.batch_index())
-            if position not in seen:
-                seen.add(position)
-                out.append(message)
-    finally:
-        reader.close()
-    return out
+def official_read(env: Env) -> list[Got]:
+    """Every message of the topic as the official reader decrypts it, each id once."""
+    return read_topic(env.client, env.topic, env.keys.official_reader())
 
 
 @pytest.mark.spark
@@ -321,7 +306,7 @@ def test_spark_writes_encrypted_and_reads_back_with_the_private_key(
     assert [dict(r["properties"]) for r in got] == [p or {} for _, _, p in rows]
     assert {r["topic"] for r in got} == {full(env.topic)}
     # and the official client reads the same
-    assert [m.data() for m in official_read(env)] == [v for v, _, _ in rows]
+    assert [m.value for m in official_read(env)] == [v for v, _, _ in rows]
 
 
 @pytest.mark.spark
@@ -367,4 +352,4 @@ def test_no_plain_text_in_a_chunked_encrypted_message(env: Env) -> None:
     assert all(b"chunked-secret" not in payload for _, payload in stored)
     got = read(env.lookup, full(env.topic), settings=with_decryption(env.keys.decryption()))
     assert [r.value for r in got] == [big, b"after"]
-    assert [m.data() for m in official_read(env)] == [big, b"after"]
+    assert [m.value for m in official_read(env)] == [big, b"after"]

@@ -54,8 +54,11 @@ class Got:
         return (self.value, self.null_value, self.key, self.properties, self.event_time)
 
 
-def read_topic(client: pulsar.Client, topic: str) -> list[Got]:
-    """Every message of one topic or one ``-partition-N``, in order, each id once.
+def read_topic(
+    client: pulsar.Client, topic: str, crypto_key_reader: pulsar.CryptoKeyReader | None = None
+) -> list[Got]:
+    """Every message of one topic or one ``-partition-N``, in order, each id once, decrypted
+    with ``crypto_key_reader`` when given.
 
     ``has_message_available`` compares with the broker's last message id, so no quiet period
     is waited for. pulsar-lite answers that request for an empty topic with UnknownError
@@ -72,7 +75,7 @@ def read_topic(client: pulsar.Client, topic: str) -> list[Got]:
     out: list[Got] = []
     start = pulsar.MessageId.earliest
     for _ in range(READ_ATTEMPTS):
-        reader = client.create_reader(full(topic), start)
+        reader = client.create_reader(full(topic), start, crypto_key_reader=crypto_key_reader)
         try:
             while True:
                 try:
