@@ -95,8 +95,8 @@ proto: install $(PROTO_VENV)/.grpcio-tools-$(PROTO_TOOLS_VERSION)
 	    --mypy_out=pulsar_spark/protocol/_generated \
 	    proto/pulsar_api.proto
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PROTOC) \
-	    --python_out=pulsar_spark/protocol/tubemq/_generated \
-	    --mypy_out=pulsar_spark/protocol/tubemq/_generated \
+	    --python_out=pulsar_spark/tubemq/wire/_generated \
+	    --mypy_out=pulsar_spark/tubemq/wire/_generated \
 	    proto/tubemq_rpc.proto proto/tubemq_master.proto proto/tubemq_broker.proto
 
 bench: install jdk

@@ -3,7 +3,7 @@
 pyproject.toml cannot both discover packages and add one more under another name: its
 ``packages`` is either a fixed list or a search of the file tree. Spark's data-source
 auto-discovery needs ``pyspark_pulsar`` and ``pyspark_tubemq``, which pyproject.toml maps to
-``pulsar_spark/spark/autoload`` and ``pulsar_spark/spark/autoload_tubemq``, so the list is built
+``pulsar_spark/spark/autoload`` and ``pulsar_spark/tubemq/spark/autoload``, so the list is built
 here: every ``pulsar_spark`` package the search finds (a new subpackage is included without
 being listed), and the two ``pyspark_*`` modules.
 """
@@ -14,7 +14,7 @@ setup(
     packages=[
         *find_packages(
             include=["pulsar_spark", "pulsar_spark.*"],
-            exclude=["*.autoload", "*.autoload_tubemq"],
+            exclude=["*.autoload"],
         ),
         "pyspark_pulsar",
         "pyspark_tubemq",

@@ -22,7 +22,7 @@ __all__ = ["__version__", "lag", "register"]
 def register(spark: SparkSession) -> None:
     """Register the ``pulsar`` and ``tubemq`` data sources with ``spark`` (idempotent)."""
     from pulsar_spark.spark.datasource import PulsarDataSource
-    from pulsar_spark.spark.tubemq.datasource import TubeMQDataSource
+    from pulsar_spark.tubemq.spark.datasource import TubeMQDataSource
 
     spark.dataSource.register(PulsarDataSource)
     spark.dataSource.register(TubeMQDataSource)

@@ -5,7 +5,7 @@ has fewer ranges than ``minPartitions``, every range gets a share of the tasks p
 its size (at least one), and is cut into that many pieces of as equal a number of units as
 whole units allow. What a unit is belongs to each source: an entry of a Pulsar ledger
 (:mod:`pulsar_spark.spark.splitting`), an index entry of a TubeMQ store
-(:mod:`pulsar_spark.spark.tubemq.reader`).
+(:mod:`pulsar_spark.tubemq.spark.reader`).
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ from support.schemas import READING, Half, avro_bytes, key_value_schema
 from pulsar_spark.arrow.avro_decode import decode_avro
 from pulsar_spark.arrow.decode import to_record_batch
 from pulsar_spark.arrow.key_values import KeyValueDecoder
-from pulsar_spark.arrow.tubemq import messages_to_batch
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
-from pulsar_spark.errors import PulsarSparkError, TubeMQRemoteCallError
+from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.protocol import compression, pb
 from pulsar_spark.protocol.chunks import ChunkAssembler, is_chunk
 from pulsar_spark.protocol.decode import Entry, decode_entries, decode_group, entry_info, is_batch
@@ -40,10 +39,12 @@ from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.payload import parse_payload_section
 from pulsar_spark.protocol.schemas import SchemaInfo
 from pulsar_spark.protocol.single_runs import SingleRun
-from pulsar_spark.protocol.tubemq import messages as tube_messages
-from pulsar_spark.protocol.tubemq import rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.framing import FrameDecoder as TubeFrameDecoder
+from pulsar_spark.tubemq.arrow import messages_to_batch
+from pulsar_spark.tubemq.errors import TubeMQRemoteCallError
+from pulsar_spark.tubemq.wire import messages as tube_messages
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.framing import FrameDecoder as TubeFrameDecoder
 
 TOPIC = "persistent://public/default/fuzz"
 MAX_FRAME = 1024 * 1024  # small: no input makes a decoder hold more than this

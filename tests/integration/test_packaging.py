@@ -71,7 +71,7 @@ def test_wheel_holds_every_module_of_the_source(installed: Installed) -> None:
         metadata = email.message_from_bytes(archive.read(metadata_name))
 
     autoload = "pulsar_spark/spark/autoload/"
-    autoload_tubemq = "pulsar_spark/spark/autoload_tubemq/"
+    autoload_tubemq = "pulsar_spark/tubemq/spark/autoload/"
     source = {
         str(path.relative_to(ROOT))
         for path in (ROOT / "pulsar_spark").rglob("*")

@@ -35,9 +35,9 @@ from pulsar_spark.protocol import commands, pb
 from pulsar_spark.protocol._generated import pulsar_api_pb2
 from pulsar_spark.protocol.framing import FrameDecoder
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
-from pulsar_spark.protocol.tubemq import rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2, tubemq_master_pb2
-from pulsar_spark.protocol.tubemq.framing import FrameDecoder as TubeFrameDecoder
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2, tubemq_master_pb2
+from pulsar_spark.tubemq.wire.framing import FrameDecoder as TubeFrameDecoder
 
 metadata = pb.MessageMetadata(
     producer_name="floor", sequence_id=7, publish_time=1767225600000, partition_key="k"

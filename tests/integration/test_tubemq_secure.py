@@ -25,13 +25,13 @@ from support.tubemq_fixtures import SECURE_CLIENT_TOPIC, SECURE_SPARK_TOPIC, TUB
 from support.tubemq_reading import rows
 
 from pulsar_spark.client.settings import TlsSettings
-from pulsar_spark.client.tubemq.cluster import lookup_partitions
-from pulsar_spark.client.tubemq.connection import TubeMQConnection, TubeMQSecurity
-from pulsar_spark.client.tubemq.consumer import connect, offset_bounds
-from pulsar_spark.client.tubemq.producer import TubeMQProducer
-from pulsar_spark.errors import TubeMQCertificateError
-from pulsar_spark.protocol.tubemq import auth
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.client.cluster import lookup_partitions
+from pulsar_spark.tubemq.client.connection import TubeMQConnection, TubeMQSecurity
+from pulsar_spark.tubemq.client.consumer import connect, offset_bounds
+from pulsar_spark.tubemq.client.producer import TubeMQProducer
+from pulsar_spark.tubemq.errors import TubeMQCertificateError
+from pulsar_spark.tubemq.wire import auth
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
 

@@ -29,9 +29,9 @@ from support.tubemq_fixtures import (
 )
 from support.tubemq_reading import load, rows
 
-from pulsar_spark.client.tubemq.cluster import lookup_partitions
-from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
-from pulsar_spark.client.tubemq.producer import TubeMQProducer
+from pulsar_spark.tubemq.client.cluster import lookup_partitions
+from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE
+from pulsar_spark.tubemq.client.producer import TubeMQProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
 

@@ -29,10 +29,11 @@ from support.tubemq_fixtures import (
 )
 from support.waiting import wait_until
 
-from pulsar_spark.client.tubemq.cluster import lookup_partitions
-from pulsar_spark.client.tubemq.consumer import PartitionConsumer, connect, heartbeats
-from pulsar_spark.client.tubemq.producer import Outgoing, TubeMQProducer
-from pulsar_spark.errors import PulsarSparkError, TubeMQHeartbeatNodeMissingError
+from pulsar_spark.errors import PulsarSparkError
+from pulsar_spark.tubemq.client.cluster import lookup_partitions
+from pulsar_spark.tubemq.client.consumer import PartitionConsumer, connect, heartbeats
+from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
+from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]
 

@@ -13,13 +13,13 @@ import pytest
 from support.tubemq_cluster import HOST, JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import TUBEMQ_PARTITIONS
 
-from pulsar_spark import errors
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
-from pulsar_spark.protocol.tubemq import messages
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
-from pulsar_spark.protocol.tubemq.metadata import (
+from pulsar_spark.tubemq import errors as tubemq_errors
+from pulsar_spark.tubemq.client.connection import TubeMQConnection
+from pulsar_spark.tubemq.wire import messages
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.metadata import (
     BrokerInfo,
     TopicPlacement,
     ipv4_to_int,
@@ -151,13 +151,15 @@ def test_broker_refusals_raise_their_errors(broker_port: int, tubemq_topic: str)
         sentAddr=LOOPBACK_ADDR,
     )
     with TubeMQConnection(HOST, broker_port) as broker:
-        with pytest.raises(errors.TubeMQForbiddenError, match="Checksum msg data failure: 5"):
+        with pytest.raises(
+            tubemq_errors.TubeMQForbiddenError, match="Checksum msg data failure: 5"
+        ):
             broker.call(send, broker_pb.SendMessageResponseB2P)
         send.checkSum, send.data = -1, b""
-        with pytest.raises(errors.TubeMQBadRequestError, match="data length is zero!"):
+        with pytest.raises(tubemq_errors.TubeMQBadRequestError, match="data length is zero!"):
             broker.call(send, broker_pb.SendMessageResponseB2P)
         send.data, send.topicName = b"x", "no_such_topic"
-        with pytest.raises(errors.TubeMQForbiddenError, match="no_such_topic not existed"):
+        with pytest.raises(tubemq_errors.TubeMQForbiddenError, match="no_such_topic not existed"):
             broker.call(send, broker_pb.SendMessageResponseB2P)
 
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pulsar_spark.client.address import BrokerAddress
-from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.local.apache import cache_dir
+from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE
 from support.java_build import maven_jars, run
 
 HOST = "127.0.0.1"

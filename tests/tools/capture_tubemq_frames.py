@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from support.tcp_recorder import RecordingProxy
 from support.tubemq_cluster import HOST, JavaProbe, TubeMQCluster
 
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
-from pulsar_spark.errors import TubeMQRemoteCallError
-from pulsar_spark.protocol.tubemq import messages, rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq._generated import tubemq_rpc_pb2 as rpc_pb
-from pulsar_spark.protocol.tubemq.framing import Frame, FrameDecoder, encode_frame
-from pulsar_spark.protocol.tubemq.metadata import ipv4_to_int
+from pulsar_spark.tubemq.client.connection import TubeMQConnection
+from pulsar_spark.tubemq.errors import TubeMQRemoteCallError
+from pulsar_spark.tubemq.wire import messages, rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_rpc_pb2 as rpc_pb
+from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder, encode_frame
+from pulsar_spark.tubemq.wire.metadata import ipv4_to_int
 
 TOPIC = "pyprobe"
 PRODUCER = "pyprobe_producer_1"

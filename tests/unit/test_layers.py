@@ -53,6 +53,10 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
+    if parts[1] == "tubemq":  # wire, client, arrow, spark: the same layers as Pulsar's
+        return {"wire": "protocol", "client": "client", "arrow": "arrow", "spark": "spark"}.get(
+            parts[2] if len(parts) > 2 else "", "base"
+        )
     return "base" if parts[1] in BASE else parts[1]
 
 

@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from pulsar_spark.protocol._generated import pulsar_api_pb2
-from pulsar_spark.protocol.tubemq._generated import (
+from pulsar_spark.tubemq.wire._generated import (
     tubemq_broker_pb2,
     tubemq_master_pb2,
     tubemq_rpc_pb2,
@@ -24,9 +24,9 @@ PROTO_DIR = ROOT / "proto"
 # (the .proto file, its committed module, the directory holding the module's .pyi stub)
 GENERATED = [
     ("pulsar_api.proto", pulsar_api_pb2, "pulsar_spark/protocol/_generated"),
-    ("tubemq_rpc.proto", tubemq_rpc_pb2, "pulsar_spark/protocol/tubemq/_generated"),
-    ("tubemq_master.proto", tubemq_master_pb2, "pulsar_spark/protocol/tubemq/_generated"),
-    ("tubemq_broker.proto", tubemq_broker_pb2, "pulsar_spark/protocol/tubemq/_generated"),
+    ("tubemq_rpc.proto", tubemq_rpc_pb2, "pulsar_spark/tubemq/wire/_generated"),
+    ("tubemq_master.proto", tubemq_master_pb2, "pulsar_spark/tubemq/wire/_generated"),
+    ("tubemq_broker.proto", tubemq_broker_pb2, "pulsar_spark/tubemq/wire/_generated"),
 ]
 IDS = [proto for proto, _, _ in GENERATED]
 

@@ -15,7 +15,7 @@ from support.protobuf_floor import ROOT, protobuf_floor
 
 GENERATED = sorted(
     path
-    for folder in ("pulsar_spark/protocol/_generated", "pulsar_spark/protocol/tubemq/_generated")
+    for folder in ("pulsar_spark/protocol/_generated", "pulsar_spark/tubemq/wire/_generated")
     for path in (ROOT / folder).glob("*_pb2.py")
 )
 CHECK = re.compile(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_spark.protocol.tubemq import auth
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire import auth
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
 
 ALICE = auth.Credentials("alice", "secret-pw")
 BOB = auth.Credentials("bob", "pw")

@@ -13,10 +13,11 @@ import pytest
 from support.fake_broker import closed_port
 
 from pulsar_spark import errors
-from pulsar_spark.client.tubemq.connection import TubeMQConnection
-from pulsar_spark.protocol.tubemq import rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.framing import FrameDecoder
+from pulsar_spark.tubemq import errors as tubemq_errors
+from pulsar_spark.tubemq.client.connection import TubeMQConnection
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.framing import FrameDecoder
 
 # What the handler does with each request: the bytes to send back, or None to close.
 Handler = Callable[[rpc.Request], bytes | None]
@@ -126,7 +127,7 @@ def test_error_code_raises_unless_asked_for_the_reply() -> None:
     ):
         reply = conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, check=False)
         assert (reply.errCode, reply.errMsg) == (410, "no")
-        with pytest.raises(errors.TubeMQPartitionOccupiedError, match="server error 410"):
+        with pytest.raises(tubemq_errors.TubeMQPartitionOccupiedError, match="server error 410"):
             conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
         assert not conn.closed  # a refusal is an answer: the connection stays usable
 
@@ -137,7 +138,7 @@ def test_exception_reply_raises_and_closes() -> None:
         scripted_server(lambda r: rpc.encode_exception(r.serial_no, name, "standby")) as (port, _),
         TubeMQConnection("127.0.0.1", port) as conn,
     ):
-        with pytest.raises(errors.TubeMQRemoteUnavailableError, match="standby"):
+        with pytest.raises(tubemq_errors.TubeMQRemoteUnavailableError, match="standby"):
             conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
         assert conn.closed
         with pytest.raises(errors.ConnectionClosedError, match="is closed"):
@@ -178,7 +179,7 @@ def test_garbage_from_the_server_is_a_protocol_error() -> None:
     with (
         scripted_server(lambda r: b"HTTP/1.1 400 Bad Request\r\n\r\n") as (port, _),
         TubeMQConnection("127.0.0.1", port) as conn,
-        pytest.raises(errors.BadFrameTokenError, match="0x48545450"),
+        pytest.raises(tubemq_errors.BadFrameTokenError, match="0x48545450"),
     ):
         conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C, timeout=5)
 
@@ -236,6 +237,6 @@ def test_call_all_raises_the_first_error_code_in_request_order() -> None:
     with (
         scripted_server(second_refused) as (port, _),
         TubeMQConnection("127.0.0.1", port) as conn,
-        pytest.raises(errors.TubeMQPartitionOccupiedError),
+        pytest.raises(tubemq_errors.TubeMQPartitionOccupiedError),
     ):
         conn.call_all([COMMIT] * 3, broker_pb.CommitOffsetResponseB2C)

@@ -6,21 +6,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from pulsar_spark.client.tubemq.cluster import TubePartition
-from pulsar_spark.client.tubemq.consumer import REGISTER, UNREGISTER, Batch, Bounds
-from pulsar_spark.client.tubemq.consumer import PartitionConsumer as Consumer
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
-from pulsar_spark.protocol.tubemq.metadata import BrokerInfo
 from pulsar_spark.spark.task_shares import even_cuts, task_shares
-from pulsar_spark.spark.tubemq import reader as reader_module
-from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions
-from pulsar_spark.spark.tubemq.reader import (
+from pulsar_spark.tubemq.client.cluster import TubePartition
+from pulsar_spark.tubemq.client.consumer import REGISTER, UNREGISTER, Batch, Bounds
+from pulsar_spark.tubemq.client.consumer import PartitionConsumer as Consumer
+from pulsar_spark.tubemq.spark import reader as reader_module
+from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions
+from pulsar_spark.tubemq.spark.reader import (
     TubeMQBatchReader,
     TubeMQStreamReader,
     TubeRead,
     split_reads,
 )
+from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.metadata import BrokerInfo
 
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)
 BASE = {"master.addresses": "m:8715", "topic": "t", "consumerGroup": "g"}

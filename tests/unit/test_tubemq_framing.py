@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_spark.errors import (
-    BadFrameTokenError,
-    FrameTooLargeError,
-    RemoteProtocolError,
-    TruncatedFrameError,
-)
-from pulsar_spark.protocol.tubemq.framing import (
+from pulsar_spark.errors import FrameTooLargeError, RemoteProtocolError, TruncatedFrameError
+from pulsar_spark.tubemq.errors import BadFrameTokenError
+from pulsar_spark.tubemq.wire.framing import (
     CHUNK_SIZE,
     FRAME_TOKEN,
     MAX_CHUNKS,

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterator
 
 from support import tubemq_golden as golden
 
-from pulsar_spark.errors import ProtocolError, TubeMQRemoteCallError
-from pulsar_spark.protocol.tubemq import messages, rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.framing import FRAME_TOKEN, Frame, FrameDecoder
+from pulsar_spark.errors import ProtocolError
+from pulsar_spark.tubemq.errors import TubeMQRemoteCallError
+from pulsar_spark.tubemq.wire import messages, rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.framing import FRAME_TOKEN, Frame, FrameDecoder
 
 SECONDS = 1.0
 MAX_FRAME = 64 * 1024  # a small limit, so that no input can make the decoder buffer much

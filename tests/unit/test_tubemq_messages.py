@@ -7,10 +7,10 @@ import pytest
 from support import tubemq_golden as golden
 
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
-from pulsar_spark.protocol.tubemq import messages, rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.framing import FrameDecoder
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
+from pulsar_spark.tubemq.wire import messages, rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.framing import FrameDecoder
+from pulsar_spark.tubemq.wire.messages import TubeMessage
 
 OWN_ATTRIBUTES = "$msgType$=typeA,$msgTime$=202611251450,k1=v1,k2=v2"
 

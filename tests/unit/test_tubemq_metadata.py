@@ -8,10 +8,10 @@ import pytest
 from support import tubemq_golden as golden
 
 from pulsar_spark.errors import RemoteProtocolError
-from pulsar_spark.protocol.tubemq import rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
-from pulsar_spark.protocol.tubemq.framing import FrameDecoder
-from pulsar_spark.protocol.tubemq.metadata import (
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire.framing import FrameDecoder
+from pulsar_spark.tubemq.wire.metadata import (
     BrokerInfo,
     TopicInfo,
     TopicPlacement,

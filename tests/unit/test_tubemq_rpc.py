@@ -8,10 +8,11 @@ from support import tubemq_golden as golden
 
 from pulsar_spark import errors
 from pulsar_spark.errors import RemoteProtocolError
-from pulsar_spark.protocol.tubemq import rpc
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
-from pulsar_spark.protocol.tubemq.framing import Frame, FrameDecoder, encode_frame
+from pulsar_spark.tubemq import errors as tubemq_errors
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder, encode_frame
 
 JAVA_CLIENT_ID = "192.0.2.2-26327-782601967970-1307512199-2.4.0"
 
@@ -131,21 +132,21 @@ def test_send_reply_carries_the_message_id() -> None:
     [
         (
             golden.SEND_EMPTY_REPLY,
-            errors.TubeMQBadRequestError,
+            tubemq_errors.TubeMQBadRequestError,
             400,
             "data length is zero!",
             False,
         ),
         (
             golden.SEND_BAD_CHECKSUM_REPLY,
-            errors.TubeMQForbiddenError,
+            tubemq_errors.TubeMQForbiddenError,
             403,
             "Checksum msg data failure: 5 of pyprobe not equal to the data's checksum of 215750275",
             False,
         ),
         (
             golden.GET_NOTHING_NEW_REPLY,
-            errors.TubeMQNotFoundError,
+            tubemq_errors.TubeMQNotFoundError,
             404,
             "The request offset reached maxOffset!",
             True,
@@ -154,7 +155,11 @@ def test_send_reply_carries_the_message_id() -> None:
     ids=["empty-data", "bad-checksum", "nothing-new"],
 )
 def test_error_codes_raise_their_class(
-    captured: bytes, error: type[errors.TubeMQServerError], code: int, text: str, retriable: bool
+    captured: bytes,
+    error: type[tubemq_errors.TubeMQServerError],
+    code: int,
+    text: str,
+    retriable: bool,
 ) -> None:
     reply = rpc.decode_response(one_frame(captured)).message
     with pytest.raises(error) as info:
@@ -210,9 +215,9 @@ def test_exception_replies_raise_remote_call_error(
 ) -> None:
     frame = one_frame(captured)
     assert frame.serial_no == serial_no
-    with pytest.raises(errors.TubeMQRemoteCallError) as info:
+    with pytest.raises(tubemq_errors.TubeMQRemoteCallError) as info:
         rpc.decode_response(frame)
-    assert type(info.value) is errors.TubeMQRemoteCallError
+    assert type(info.value) is tubemq_errors.TubeMQRemoteCallError
     assert info.value.exception_name == "java.lang.Exception"
     assert info.value.remote_message == text
     assert info.value.retriable is False
@@ -229,7 +234,7 @@ def test_exception_replies_raise_remote_call_error(
 )
 def test_unavailable_server_exceptions_are_retriable(name: str) -> None:
     frame = one_frame(rpc.encode_exception(3, name, "try later"))
-    with pytest.raises(errors.TubeMQRemoteUnavailableError) as info:
+    with pytest.raises(tubemq_errors.TubeMQRemoteUnavailableError) as info:
         rpc.decode_response(frame)
     assert info.value.retriable is True
     assert info.value.exception_name == name
@@ -265,8 +270,8 @@ def test_reply_message_is_not_a_request() -> None:
 
 
 def test_unknown_error_code_builds_the_base_class() -> None:
-    error = errors.tubemq_error_for(418, "teapot")
-    assert type(error) is errors.TubeMQServerError
+    error = tubemq_errors.tubemq_error_for(418, "teapot")
+    assert type(error) is tubemq_errors.TubeMQServerError
     assert error.code == 418
     assert error.retriable is False
 

@@ -9,10 +9,10 @@ import pytest
 from support.certs import TestCerts, make_certs
 
 from pulsar_spark.client.settings import TlsSettings
-from pulsar_spark.client.tubemq.connection import TubeMQSecurity
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.tubemq.auth import Credentials
-from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
+from pulsar_spark.tubemq.client.connection import TubeMQSecurity
+from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
+from pulsar_spark.tubemq.wire.auth import Credentials
 
 BASE = {"master.addresses": "m1:8716", "topic": "t"}
 PASSWORD = "s3cret-Pa55"

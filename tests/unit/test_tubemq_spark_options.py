@@ -16,19 +16,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pulsar_spark.arrow.tubemq import TUBEMQ_ARROW_SCHEMA, messages_to_batch, msg_time
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
 from pulsar_spark.spark.positions import Earliest, Latest
-from pulsar_spark.spark.tubemq.offsets import TubeMQOffset
-from pulsar_spark.spark.tubemq.options import (
+from pulsar_spark.tubemq.arrow import TUBEMQ_ARROW_SCHEMA, messages_to_batch, msg_time
+from pulsar_spark.tubemq.spark.offsets import TubeMQOffset
+from pulsar_spark.tubemq.spark.options import (
     Mode,
     PerPartition,
     TubeMQReadOptions,
     TubeMQWriteOptions,
 )
-from pulsar_spark.spark.tubemq.writer import _attributes, check_write_schema
+from pulsar_spark.tubemq.spark.writer import _attributes, check_write_schema
+from pulsar_spark.tubemq.wire.messages import TubeMessage
 
 BASE = {"master.addresses": "m1:8715,m2:8716", "topic": "t"}
 

@@ -8,15 +8,15 @@ from collections.abc import Callable, Iterator
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from pulsar_spark.client.tubemq.cluster import TubePartition
-from pulsar_spark.client.tubemq.consumer import Batch, Bounds
 from pulsar_spark.errors import DataLossError
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
-from pulsar_spark.protocol.tubemq.metadata import BrokerInfo
-from pulsar_spark.spark.tubemq import reader as reader_module
-from pulsar_spark.spark.tubemq.limits import limited_ends
-from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions
-from pulsar_spark.spark.tubemq.reader import TubeMQStreamReader, TubeRead
+from pulsar_spark.tubemq.client.cluster import TubePartition
+from pulsar_spark.tubemq.client.consumer import Batch, Bounds
+from pulsar_spark.tubemq.spark import reader as reader_module
+from pulsar_spark.tubemq.spark.limits import limited_ends
+from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions
+from pulsar_spark.tubemq.spark.reader import TubeMQStreamReader, TubeRead
+from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.metadata import BrokerInfo
 
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)
 

@@ -25,13 +25,13 @@ from pulsar_spark.spark.read_options import (
     ReadOptions,
     check_read_options,
 )
-from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 from pulsar_spark.spark.write_options import (
     PRODUCER_UNSUPPORTED,
     PRODUCER_WITHOUT_EFFECT,
     WRITE_OPTIONS,
     WriteOptions,
 )
+from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 
 PLAIN_URL = "pulsar://broker.example:6650"
 TLS_URL = "pulsar+ssl://broker.example:6651"

@@ -67,7 +67,7 @@ PLANNING = textwrap.dedent(
     from pyspark.sql.types import BinaryType, StructField, StructType
     from pulsar_spark.arrow.schema import ARROW_SCHEMA
     from pulsar_spark.spark.datasource import PulsarDataSource
-    from pulsar_spark.spark.tubemq.datasource import TubeMQDataSource
+    from pulsar_spark.tubemq.spark.datasource import TubeMQDataSource
 
     pulsar = {"service.url": "pulsar://127.0.0.1:1", "topic": "t"}
     raw = {**pulsar, "valueFormat": "raw"}  # nothing to look up: no broker is asked

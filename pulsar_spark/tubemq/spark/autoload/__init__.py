@@ -5,6 +5,6 @@ Spark registers the ``DefaultSource`` of every importable top-level module named
 with no registration call, like ``pyspark_pulsar`` for ``pulsar``.
 """
 
-from pulsar_spark.spark.tubemq.datasource import TubeMQDataSource as DefaultSource
+from pulsar_spark.tubemq.spark.datasource import TubeMQDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -17,10 +17,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pulsar_spark.arrow.tubemq import TUBEMQ_SCHEMA_DDL
 from pulsar_spark.spark.datasource import refuse_overwrite
-from pulsar_spark.spark.tubemq.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 from pulsar_spark.spark.worker_gc import freeze_worker_objects
+from pulsar_spark.tubemq.arrow import TUBEMQ_SCHEMA_DDL
+from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 
 NAME = "tubemq"
 
@@ -38,25 +38,25 @@ class TubeMQDataSource(DataSource):
         return TUBEMQ_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pulsar_spark.spark.tubemq.reader import TubeMQBatchReader
+        from pulsar_spark.tubemq.spark.reader import TubeMQBatchReader
 
         freeze_worker_objects()
         return TubeMQBatchReader(TubeMQReadOptions.parse(self.options, mode=Mode.BATCH))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pulsar_spark.spark.tubemq.reader import TubeMQStreamReader
+        from pulsar_spark.tubemq.spark.reader import TubeMQStreamReader
 
         freeze_worker_objects()
         return TubeMQStreamReader(TubeMQReadOptions.parse(self.options, mode=Mode.STREAM))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pulsar_spark.spark.tubemq.writer import TubeMQBatchWriter
+        from pulsar_spark.tubemq.spark.writer import TubeMQBatchWriter
 
         freeze_worker_objects()
         return TubeMQBatchWriter(_write_options(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from pulsar_spark.spark.tubemq.writer import TubeMQStreamWriter
+        from pulsar_spark.tubemq.spark.writer import TubeMQStreamWriter
 
         freeze_worker_objects()
         return TubeMQStreamWriter(_write_options(self.options, schema, overwrite))
@@ -65,7 +65,7 @@ class TubeMQDataSource(DataSource):
 def _write_options(
     options: Mapping[str, str], schema: StructType, overwrite: bool
 ) -> TubeMQWriteOptions:
-    from pulsar_spark.spark.tubemq.writer import check_write_schema
+    from pulsar_spark.tubemq.spark.writer import check_write_schema
 
     refuse_overwrite(overwrite, "TubeMQ")
     parsed = TubeMQWriteOptions.parse(options)

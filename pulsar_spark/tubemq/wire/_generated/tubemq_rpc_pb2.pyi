@@ -3,7 +3,7 @@
 isort:skip_file
 The envelope of every TubeMQ RPC: what wraps a request or a response inside a frame.
 
-A frame (see pulsar_spark/protocol/tubemq/framing.py) carries a list of byte chunks.
+A frame (see pulsar_spark/tubemq/wire/framing.py) carries a list of byte chunks.
 Joined, the chunks hold three length-delimited messages (protobuf varint length, then
 the message):
   request:  RpcConnHeader, RequestHeader, RequestBody

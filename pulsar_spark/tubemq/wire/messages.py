@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 
 FLAG_HAS_ATTRIBUTES = 0x1
 MSG_TYPE_KEY = "$msgType$"

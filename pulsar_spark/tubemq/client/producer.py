@@ -6,7 +6,7 @@ How this works
 :mod:`.cluster`) and :meth:`TubeMQProducer.send` sends each message with SendMessage to the
 next partition in turn (round-robin, starting at ``first``), over one connection per broker.
 A SendMessage reply is the broker's acknowledgement: with errCode 200 the message is stored,
-and anything else raises its :class:`~pulsar_spark.errors.TubeMQServerError`, so a
+and anything else raises its :class:`~pulsar_spark.tubemq.errors.TubeMQServerError`, so a
 :meth:`send` that returns has been stored. Each message is its own SendMessage (the protocol
 has no batch), but :meth:`send_all` sends a window of them back to back and then waits for
 all the acknowledgements, instead of one round trip per message.
@@ -20,18 +20,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pulsar_spark.client.address import BrokerAddress
-from pulsar_spark.client.tubemq.cluster import (
+from pulsar_spark.errors import PulsarSparkError
+from pulsar_spark.tubemq.client.cluster import (
     TubePartition,
     by_broker,
     client_id,
     lookup_partitions,
 )
-from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
-from pulsar_spark.client.tubemq.consumer import connect
-from pulsar_spark.errors import PulsarSparkError
-from pulsar_spark.protocol.tubemq import messages
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.metadata import ipv4_to_int
+from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
+from pulsar_spark.tubemq.client.consumer import connect
+from pulsar_spark.tubemq.wire import messages
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.metadata import ipv4_to_int
 
 
 @dataclass(frozen=True, slots=True)

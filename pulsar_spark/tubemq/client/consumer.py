@@ -51,17 +51,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pulsar_spark.client.retry import Retrier
-from pulsar_spark.client.tubemq.cluster import TubePartition
-from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
-from pulsar_spark.errors import (
-    PulsarSparkError,
-    RequestTimeoutError,
-    TubeMQHeartbeatNodeMissingError,
-    tubemq_error_for,
-)
-from pulsar_spark.protocol.tubemq import messages
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq.messages import TubeMessage
+from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
+from pulsar_spark.tubemq.client.cluster import TubePartition
+from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
+from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError, tubemq_error_for
+from pulsar_spark.tubemq.wire import messages
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire.messages import TubeMessage
 
 REGISTER = 31
 UNREGISTER = 32

@@ -6,7 +6,7 @@ The broker calls a TubeMQ client makes: producing (SendMessage) and consuming
 
 Names, field numbers and types match the wire of Apache InLong TubeMQ 2.4; comments,
 layout and the choice of messages are ours. Every response carries success, errCode
-(200 is success, see pulsar_spark/protocol/tubemq/rpc.py) and errMsg.
+(200 is success, see pulsar_spark/tubemq/wire/rpc.py) and errMsg.
 """
 
 from collections import abc as _abc

@@ -3,7 +3,7 @@
 How this works
 --------------
 :class:`TubeMQConnection` owns one TCP socket and makes one call at a time: it frames the
-request under a fresh serial number (see :mod:`pulsar_spark.protocol.tubemq.rpc`), sends it
+request under a fresh serial number (see :mod:`pulsar_spark.tubemq.wire.rpc`), sends it
 and reads until the frame with that serial number arrives. A frame with any other serial
 number answers a call that already timed out and is dropped. Every read waits at most until
 the call's deadline, so a silent server ends in :class:`~pulsar_spark.errors.RequestTimeoutError`
@@ -16,11 +16,11 @@ their replies (pipelining), which the producer uses to keep a window of messages
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.client.tls.TlsChannel`, the Pulsar connections' record layer) and signs
 every request it sends with the credentials, signed once per call or batch as it goes out
-(:mod:`pulsar_spark.protocol.tubemq.auth`), so that no signature outlives the master's window
+(:mod:`pulsar_spark.tubemq.wire.auth`), so that no signature outlives the master's window
 for timestamps.
 
 A reply whose ``errCode`` is not 200 raises its
-:class:`~pulsar_spark.errors.TubeMQServerError` unless the caller asks for the reply as it is
+:class:`~pulsar_spark.tubemq.errors.TubeMQServerError` unless the caller asks for the reply as it is
 (``check=False``), which GetMessage needs: its 404 only means "nothing new yet".
 """
 
@@ -46,8 +46,8 @@ from pulsar_spark.errors import (
     RemoteProtocolError,
     RequestTimeoutError,
 )
-from pulsar_spark.protocol.tubemq import auth, rpc
-from pulsar_spark.protocol.tubemq.framing import Frame, FrameDecoder
+from pulsar_spark.tubemq.wire import auth, rpc
+from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder
 
 R = TypeVar("R", bound=Message)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pulsar_spark.client.tubemq.consumer import INDEX_ENTRY_SIZE
 from pulsar_spark.spark.counting import limit_ends
+from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE
 
 
 class StoreCounter:

@@ -25,15 +25,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pulsar_spark.client.address import BrokerAddress
-from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
-from pulsar_spark.errors import (
-    PulsarSparkError,
-    TlsError,
-    TopicLookupError,
-    TubeMQCertificateError,
-)
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
-from pulsar_spark.protocol.tubemq.metadata import (
+from pulsar_spark.errors import PulsarSparkError, TlsError, TopicLookupError
+from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
+from pulsar_spark.tubemq.errors import TubeMQCertificateError
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire.metadata import (
     STORE_PARTITION_BASE,
     BrokerInfo,
     parse_broker_info,

@@ -16,11 +16,11 @@ A call is named by its method id; the service type says which server-side servic
 their message types, so :func:`encode_request` needs only the request message.
 
 Two layers of failure reach a caller. A server that throws answers with an exception body:
-:func:`decode_response` raises :class:`~pulsar_spark.errors.TubeMQRemoteCallError` (retriable
-for a standby master or a server that is starting, stopping or full). A call the server
-handled but refused answers normally, with ``errCode`` other than 200 in the reply:
-:func:`raise_for_error_code` turns that into the :class:`~pulsar_spark.errors.TubeMQServerError`
-subclass for the code.
+:func:`decode_response` raises
+:class:`~pulsar_spark.tubemq.errors.TubeMQRemoteCallError` (retriable for a standby master or a
+server that is starting, stopping or full). A call the server handled but refused answers
+normally, with ``errCode`` other than 200 in the reply: :func:`raise_for_error_code` turns that
+into the :class:`~pulsar_spark.tubemq.errors.TubeMQServerError` subclass for the code.
 """
 
 from __future__ import annotations
@@ -31,23 +31,20 @@ from typing import Protocol, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from pulsar_spark.errors import (
-    RemoteProtocolError,
-    tubemq_error_for,
-    tubemq_remote_exception_for,
-)
+from pulsar_spark.errors import RemoteProtocolError
 from pulsar_spark.protocol.batch_walk import read_varint
 from pulsar_spark.protocol.encode import encode_varint
-from pulsar_spark.protocol.tubemq._generated import (
+from pulsar_spark.tubemq.errors import tubemq_error_for, tubemq_remote_exception_for
+from pulsar_spark.tubemq.wire._generated import (
     tubemq_broker_pb2 as broker_pb,
 )
-from pulsar_spark.protocol.tubemq._generated import (
+from pulsar_spark.tubemq.wire._generated import (
     tubemq_master_pb2 as master_pb,
 )
-from pulsar_spark.protocol.tubemq._generated import (
+from pulsar_spark.tubemq.wire._generated import (
     tubemq_rpc_pb2 as rpc_pb,
 )
-from pulsar_spark.protocol.tubemq.framing import Frame, encode_frame
+from pulsar_spark.tubemq.wire.framing import Frame, encode_frame
 
 M = TypeVar("M", bound=Message)
 
@@ -261,7 +258,7 @@ def decode_request(frame: Frame) -> Request:
 def decode_response(frame: Frame) -> Response:
     """Read a response frame.
 
-    Raises :class:`~pulsar_spark.errors.TubeMQRemoteCallError` when the server answered with
+    Raises :class:`~pulsar_spark.tubemq.errors.TubeMQRemoteCallError` when the server answered with
     an exception, and RemoteProtocolError when the frame is not a valid response. The reply's
     ``errCode`` is not looked at: see :func:`raise_for_error_code`.
     """

@@ -11,7 +11,7 @@ Partitions the JSON does not name start at the earliest offset and end at the la
 ``filterConds`` takes message types (the ``$msgType$`` a producer sets) separated by commas,
 as the Java consumer's ``subscribe(topic, filterConds, ...)`` does: a read then returns only
 the messages of those types. ``minPartitions`` cuts each partition's range into several tasks
-(:mod:`pulsar_spark.spark.tubemq.reader`).
+(:mod:`pulsar_spark.tubemq.spark.reader`).
 
 ``tlsEnable`` (the Java client's name) turns TLS on for every connection, to the masters'
 and brokers' TLS ports; the CAs to trust come as a PEM file (``tlsTrustCertsFilePath``, the
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.client.tls import client_context
-from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.tubemq.auth import Credentials
 from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.spark.positions import Earliest, Latest, bound_or_json
+from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
+from pulsar_spark.tubemq.wire.auth import Credentials
 
 MASTER_ADDRESSES = "master.addresses"
 CONSUMER_GROUP = "consumerGroup"

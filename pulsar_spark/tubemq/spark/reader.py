@@ -3,10 +3,10 @@
 How this works
 --------------
 The driver asks the master for the topic's partitions and each broker for every partition's
-first and end offsets (:mod:`pulsar_spark.client.tubemq`), and plans one Spark task per
+first and end offsets (:mod:`pulsar_spark.tubemq.client`), and plans one Spark task per
 partition with a non-empty range ``[start, end)``. A task opens its own broker connection,
 registers on its partition at ``start`` and yields one Arrow record batch per GetMessage
-reply, the last one cut at ``end`` (:func:`~pulsar_spark.client.tubemq.consumer.read_range`,
+reply, the last one cut at ``end`` (:func:`~pulsar_spark.tubemq.client.consumer.read_range`,
 exact also while messages are being written). Tasks use nothing but their :class:`TubeRead`:
 Spark runs ``read`` on a fresh copy of the reader.
 
@@ -20,9 +20,9 @@ appended for the k-th after it.
 
 With ``filterConds``, each task registers with the message types and keeps, of what the
 broker returns, the messages whose ``$msgType$`` is one of them (see
-:mod:`pulsar_spark.client.tubemq.consumer`).
+:mod:`pulsar_spark.tubemq.client.consumer`).
 
-A stream's offsets are :class:`~pulsar_spark.spark.tubemq.offsets.TubeMQOffset` (next offset
+A stream's offsets are :class:`~pulsar_spark.tubemq.spark.offsets.TubeMQOffset` (next offset
 to read, per partition). A micro-batch ends where each partition ended when it was planned;
 under Trigger.AvailableNow, where they ended when the query started; with
 ``maxMessagesPerTrigger``, where :mod:`.limits` cuts each store. A partition that vanished,
@@ -52,11 +52,16 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pulsar_spark.arrow.tubemq import messages_to_batch
 from pulsar_spark.client.retry import retrying
-from pulsar_spark.client.tubemq.cluster import TubePartition, by_broker, lookup_partitions
-from pulsar_spark.client.tubemq.connection import NO_SECURITY, TubeMQSecurity
-from pulsar_spark.client.tubemq.consumer import (
+from pulsar_spark.errors import ConfigurationError
+from pulsar_spark.spark.data_loss import DataLossPolicy
+from pulsar_spark.spark.positions import Earliest, Latest
+from pulsar_spark.spark.task_shares import even_cuts, task_shares
+from pulsar_spark.spark.worker_gc import freeze_worker_objects
+from pulsar_spark.tubemq.arrow import messages_to_batch
+from pulsar_spark.tubemq.client.cluster import TubePartition, by_broker, lookup_partitions
+from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
+from pulsar_spark.tubemq.client.consumer import (
     INDEX_ENTRY_SIZE,
     RETRY_OPTION,
     Bounds,
@@ -64,21 +69,16 @@ from pulsar_spark.client.tubemq.consumer import (
     offset_bounds,
     read_range,
 )
-from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol.tubemq.messages import MSG_TYPE_KEY, TubeMessage, parse_attributes
-from pulsar_spark.spark.data_loss import DataLossPolicy
-from pulsar_spark.spark.positions import Earliest, Latest
-from pulsar_spark.spark.task_shares import even_cuts, task_shares
-from pulsar_spark.spark.tubemq.limits import limited_ends
-from pulsar_spark.spark.tubemq.offsets import TubeMQOffset
-from pulsar_spark.spark.tubemq.options import (
+from pulsar_spark.tubemq.spark.limits import limited_ends
+from pulsar_spark.tubemq.spark.offsets import TubeMQOffset
+from pulsar_spark.tubemq.spark.options import (
     ENDING_OFFSETS,
     STARTING_OFFSETS,
     OffsetSpec,
     PerPartition,
     TubeMQReadOptions,
 )
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
+from pulsar_spark.tubemq.wire.messages import MSG_TYPE_KEY, TubeMessage, parse_attributes
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ offset      bigint              the message's store offset when the read that re
                                 scanned only this partition's messages; otherwise the offset
                                 where that read started, an earlier one (messages carry no
                                 offset of their own; see
-                                :mod:`pulsar_spark.client.tubemq.consumer`)
+                                :mod:`pulsar_spark.tubemq.client.consumer`)
 attributes  map<string,string>  the ``k=v`` attribute items, system items ``$msgType$`` and
                                 ``$msgTime$`` included; empty map when none
 timestamp   timestamp           ``$msgTime$`` (minute precision, read as UTC); null when
@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from pulsar_spark.arrow.schema import PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.protocol.tubemq.messages import MSG_TIME_KEY, TubeMessage, parse_attributes
+from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, TubeMessage, parse_attributes
 
 TUBEMQ_SCHEMA_DDL = (
     "value binary, topic string, partition string, offset bigint, "

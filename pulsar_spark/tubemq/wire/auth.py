@@ -21,7 +21,7 @@ Where the identity goes depends on the server:
 
 A master refuses a call that lacks the identity, or whose timestamp is further than its
 ``authValidTimeStampPeriodMs`` from its own clock, with error code 415
-(:class:`~pulsar_spark.errors.TubeMQCertificateError`). What else it checks (the password,
+(:class:`~pulsar_spark.tubemq.errors.TubeMQCertificateError`). What else it checks (the password,
 the user's rights) is the business of the authentication and authorisation plug-ins the
 cluster runs.
 
@@ -40,8 +40,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from pulsar_spark.protocol.tubemq._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.protocol.tubemq._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
 
 # The visit token a client that holds none sends (TubeMQ's "undefined" value).
 NO_VISIT_TOKEN = -2

@@ -1,2 +1,2 @@
 """I/O for Apache InLong TubeMQ: sockets that drive the sans-IO protocol in
-:mod:`pulsar_spark.protocol.tubemq`."""
+:mod:`pulsar_spark.tubemq.wire`."""
