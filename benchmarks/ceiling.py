@@ -7,7 +7,7 @@ reached. The batch is built once per Python worker and kept (Spark reuses its wo
 warm-up run builds it), which leaves only what Spark itself costs a Python source: moving Arrow
 batches from the worker into the JVM. No real source can be faster; ``bench_read`` reports the
 connector as a share of it. Like the connector, it freezes what a worker holds at its first
-task and planning call (:mod:`pulsar_spark.spark.worker_gc`), so the collection PySpark runs
+task and planning call (:mod:`pulsar_spark.common.worker_gc`), so the collection PySpark runs
 after each is as cheap for it: a source that does so is faster, and a ceiling must not be beaten.
 
 Options: ``counts`` (rows per partition, comma-separated), ``size`` (value bytes), ``keyed``
@@ -65,7 +65,7 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.arrow.decode import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 
 _BUILT: dict[tuple[int, bool, int], pa.RecordBatch] = {}
 

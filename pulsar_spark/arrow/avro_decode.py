@@ -7,7 +7,7 @@ branch, an array block's count, the length of a string or of bytes), a fixed num
 (float, double, boolean) or bytes whose length came just before. All values of a column are
 read in lockstep, one field at a time: a vector holds every value's position, and reading a
 field reads it in all of them and moves them all at once (varints with
-:func:`~pulsar_spark.protocol.varints.decode_words`, strings gathered into one Arrow array).
+:func:`~pulsar_spark.common.varints.decode_words`, strings gathered into one Arrow array).
 
 - A union of null and one type reads the branch of every value, then the type for the values
   that have it; the others become nulls.
@@ -36,8 +36,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import binary_array
+from pulsar_spark.common.varints import decode_words
 from pulsar_spark.protocol.messages import Spans
-from pulsar_spark.protocol.varints import decode_words
 
 _I64 = npt.NDArray[np.int64]
 _U64 = npt.NDArray[np.uint64]

@@ -32,8 +32,8 @@ from typing import TypeVar
 
 from pulsar_spark.client.address import cluster_name, parse_service_url
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.retry import retrying
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.retry import retrying
 from pulsar_spark.errors import ConfigurationError, RetriesExhaustedError
 
 log = logging.getLogger(__name__)

@@ -82,9 +82,9 @@ from pulsar_spark.client.chunking import entry_size_limit, unbatched
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, ActiveCluster
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.send_window import SendWindow, Sent
 from pulsar_spark.client.settings import ProducerSettings
+from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import (
     IncompatibleSchemaError,
     LocalProtocolError,

@@ -29,7 +29,7 @@ short result.
 
 A lost connection or a broker closing the consumer (an unload, a restart) does not end the
 read: the reader looks the partition up again and subscribes at the last entry it handled,
-with growing pauses (:mod:`pulsar_spark.client.retry`), until
+with growing pauses (:mod:`pulsar_spark.common.retry`), until
 ``pulsar.client.operationTimeoutMs`` passes without a new entry.
 
 Reading stops after the end position (inclusive; an end with batch index -1 covers its whole
@@ -65,8 +65,8 @@ import numpy as np
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.flow_control import FlowControl, counts_entries
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.retry import Retrier
 from pulsar_spark.client.settings import ReaderDecryption
+from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import (
     CryptoError,
     PollTimeoutError,

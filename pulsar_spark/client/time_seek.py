@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pulsar_spark.client.consumer import Consumer, Delivery, new_subscription_name
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings
-from pulsar_spark.client.retry import Retrier
+from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import (
     PulsarConnectionError,
     RequestTimeoutError,

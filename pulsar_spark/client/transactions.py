@@ -15,7 +15,7 @@ New transactions go to the coordinators in turn. A transaction is ended at the c
 that opened it, whose id is its most significant bits, so any client (a Spark driver ending
 what its tasks opened) can end it.
 
-Failures go through :mod:`~pulsar_spark.client.retry`: a lost connection, a coordinator not
+Failures go through :mod:`~pulsar_spark.common.retry`: a lost connection, a coordinator not
 found (being loaded, or moved to another broker) or a request without an answer is tried again
 after a fresh lookup; any other error is raised at once. Ending a transaction that the
 coordinator no longer knows, or that is not open, raises

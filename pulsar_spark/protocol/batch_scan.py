@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.common.varints import decode_words
 from pulsar_spark.protocol.batch_fields import BatchFields
-from pulsar_spark.protocol.varints import decode_words
 
 _U64 = npt.NDArray[np.uint64]
 _I64 = npt.NDArray[np.int64]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.common.varints import read_varint
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol.batch_fields import BatchFields
 
@@ -150,22 +151,6 @@ def _skip_fixed(wire_type: int, p: int) -> int:
     if wire_type == 5:
         return p + 4
     raise ValueError(f"wire type {wire_type} in a SingleMessageMetadata")
-
-
-def read_varint(data: bytes, p: int) -> tuple[int, int]:
-    """The varint at ``p`` and the offset after it (IndexError if it runs past the end)."""
-    byte = data[p]
-    if byte < 0x80:
-        return byte, p + 1
-    result = byte & 0x7F
-    shift = 7
-    while True:
-        p += 1
-        byte = data[p]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, p + 1
-        shift += 7
 
 
 def _fields(records: list[_Record], value_starts: list[int]) -> BatchFields:

@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
+from pulsar_spark.common.varints import decode_fixed, decode_nine, read_varint
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import (
@@ -55,7 +56,7 @@ from pulsar_spark.protocol.batch_fields import (
     to_columns_each,
 )
 from pulsar_spark.protocol.batch_scan import scan_batch, scan_batches
-from pulsar_spark.protocol.batch_walk import read_varint, walk_batch
+from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.messages import (
     INT64_MAX,
     MAX_MILLIS,
@@ -68,7 +69,6 @@ from pulsar_spark.protocol.messages import (
     out_of_range,
 )
 from pulsar_spark.protocol.single_runs import single
-from pulsar_spark.protocol.varints import decode_fixed, decode_nine
 
 _U32 = struct.Struct(">I")
 _U64 = npt.NDArray[np.uint64]

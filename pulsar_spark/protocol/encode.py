@@ -31,9 +31,9 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.common.varints import encode_varint, varint_sizes
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.protocol import compression, pb
-from pulsar_spark.protocol.varints import varint_sizes
 
 _U32 = struct.Struct(">I")
 
@@ -62,26 +62,8 @@ def routing_key(key: bytes | str | None) -> tuple[str | None, bool]:
     return base64.b64encode(key).decode("ascii"), True
 
 
-_ONE_BYTE = [bytes((v,)) for v in range(0x80)]
-_TWO_BYTES = [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(0x4000)]
 _CACHE_LIMIT = 4096
 _properties_cache: dict[tuple[tuple[str, str], ...], bytes] = {}
-
-
-def encode_varint(value: int) -> bytes:
-    """Protobuf varint of ``value`` (a negative one as its 64-bit two's complement)."""
-    if 0 <= value < 0x80:
-        return _ONE_BYTE[value]
-    if 0 <= value < 0x4000:
-        return _TWO_BYTES[value]
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _length_delimited(tag: bytes, data: bytes) -> bytes:

@@ -14,7 +14,7 @@ The payload section (SEND and MESSAGE only) is parsed by :mod:`pulsar_spark.prot
 returns the complete frames it now holds. It reads ``total_size`` as soon as 4 bytes are there
 and refuses a frame larger than ``max_frame_size`` *before* buffering its body, so a broken or
 hostile peer cannot make it allocate without bound. The buffering itself is
-:class:`~pulsar_spark.protocol.stream_decoder.StreamDecoder`'s.
+:class:`~pulsar_spark.common.stream_decoder.StreamDecoder`'s.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
+from pulsar_spark.common.stream_decoder import StreamDecoder
 from pulsar_spark.errors import (
     FrameTooLargeError,
     RemoteProtocolError,
     TruncatedFrameError,
 )
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.stream_decoder import StreamDecoder
 
 # The broker's default maxMessageSize, and the slack Pulsar clients allow on top of it for the
 # command and metadata that travel with a maximum-size payload.

@@ -14,8 +14,8 @@ from pulsar_spark.client.address import BrokerAddress, is_tls_url, parse_service
 from pulsar_spark.client.auth import Authentication, TlsAuthentication
 from pulsar_spark.client.auth_plugins import parse_authentication
 from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
+from pulsar_spark.common.option_values import OptionValues, Unsupported
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.option_values import OptionValues, Unsupported
 
 SERVICE_URL = "service.url"
 OPERATION_TIMEOUT_MS = "pulsar.client.operationTimeoutMs"

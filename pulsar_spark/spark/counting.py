@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings
+from pulsar_spark.common.limits import limit_ends
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import walk_batch
@@ -302,19 +303,6 @@ def countable(raw: RawEntry, first: Key, last: Key) -> range:
     return kept_indexes(raw.entry, count, first, last)
 
 
-class Countable(Protocol[P_co]):
-    """What :func:`limit_ends` shares a budget over: a position that :meth:`take` advances
-    over messages, until it is ``exhausted``."""
-
-    @property
-    def position(self) -> P_co: ...
-
-    @property
-    def exhausted(self) -> bool: ...
-
-    def take(self, wanted: int) -> int: ...
-
-
 class ByteCountable(Protocol[P_co]):
     """What :func:`limit_byte_ends` shares a budget of bytes over."""
 
@@ -370,23 +358,6 @@ def _took(took: tuple[int, int], remaining: int, left: int | None) -> tuple[int,
 
 def _fits(size: int | None, remaining: int) -> bool:
     return size is not None and size <= remaining
-
-
-def limit_ends(counters: Mapping[str, Countable[T]], budget: int) -> dict[str, T]:
-    """Share ``budget`` messages fairly among partitions; return each one's end position."""
-    remaining = budget
-    active = list(counters)
-    while active and remaining > 0:
-        share = max(1, remaining // len(active))
-        still = []
-        for name in active:
-            if remaining <= 0:
-                break
-            remaining -= counters[name].take(min(share, remaining))
-            if not counters[name].exhausted:
-                still.append(name)
-        active = still
-    return {name: counter.position for name, counter in counters.items()}
 
 
 OpenCounter = Callable[[str, MessageId, MessageId], MessageCounter]

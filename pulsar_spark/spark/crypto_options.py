@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pulsar_spark.client.settings import ProducerEncryption
+from pulsar_spark.common.option_values import OptionValues
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.crypto import CryptoFailureAction, load_private_key, load_public_key
-from pulsar_spark.spark.option_values import OptionValues
 
 ENCRYPTION_KEYS = "pulsar.producer.encryptionKeys"
 PUBLIC_KEY_FILES = "pulsar.producer.publicKeyFiles"

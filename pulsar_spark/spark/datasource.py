@@ -23,11 +23,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pulsar_spark.arrow.schema import ENCRYPTED_DDL, SCHEMA_DDL
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.crypto import CryptoFailureAction
 from pulsar_spark.spark.crypto_options import CRYPTO_FAILURE_ACTION
 from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import WriteOptions
 
 NAME = "pulsar"

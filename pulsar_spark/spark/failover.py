@@ -43,10 +43,10 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import ReaderSettings
 from pulsar_spark.client.replicated_copies import locate_copies
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.errors import DataLossError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.read_stage import ReadRange
-from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 from pulsar_spark.spark.planning import PartitionRead, PartitionRef, make_lookup
 from pulsar_spark.spark.reading import read_partition

@@ -15,9 +15,9 @@ from dataclasses import replace
 from pulsar_spark.client.address import cluster_name, is_tls_url
 from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, Clusters
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.option_values import OptionValues
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.client_options import SERVICE_URL
-from pulsar_spark.spark.option_values import OptionValues
 
 SECONDARY_SERVICE_URLS = "failover.secondaryServiceUrls"
 FAILOVER_DELAY_MS = FAILOVER_DELAY_OPTION

@@ -30,6 +30,13 @@ from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.failover import Clusters
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
+from pulsar_spark.common.option_values import (
+    ADMIN_SETTINGS,
+    ADMIN_URL,
+    TOPIC,
+    OptionValues,
+    Unsupported,
+)
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
@@ -47,13 +54,6 @@ from pulsar_spark.spark.crypto_options import (
     private_keys,
 )
 from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, failover_clusters
-from pulsar_spark.spark.option_values import (
-    ADMIN_SETTINGS,
-    ADMIN_URL,
-    TOPIC,
-    OptionValues,
-    Unsupported,
-)
 from pulsar_spark.spark.positions import (
     Bound,
     Earliest,

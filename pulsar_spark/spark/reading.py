@@ -9,12 +9,12 @@ import pyarrow as pa
 
 from pulsar_spark.arrow.decode import record_batches
 from pulsar_spark.client.reader import RangeReader, ReaderSettings, StartGone
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.protocol.crypto import CryptoFailureAction
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.spark.planning import PartitionRead, make_lookup
 from pulsar_spark.spark.value_schemas import value_decoder
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
 
 
 def read_partition(

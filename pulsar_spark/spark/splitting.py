@@ -1,7 +1,7 @@
 """More tasks than partitions (``minPartitions``): each partition's range cut at entry boundaries.
 
 How this works: each range gets its share of the tasks and is cut into that many pieces, by
-the rule of :mod:`pulsar_spark.spark.task_shares`. The cuts are entry ids, so the pieces meet
+the rule of :mod:`pulsar_spark.common.task_shares`. The cuts are entry ids, so the pieces meet
 exactly: piece ``k`` reads the whole entries from cut ``k`` up to the entry before cut
 ``k + 1`` (both inclusive); the first piece keeps the range's start and the last its end, batch
 indexes and all. No message is read twice and none is left out, and a chunked message cut in
@@ -20,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.planning import PartitionRead
-from pulsar_spark.spark.task_shares import even_cuts, task_shares
 
 
 def split_reads(reads: Sequence[PartitionRead], min_partitions: int | None) -> list[PartitionRead]:

@@ -2,7 +2,7 @@
 
 A partition starts where the previous micro-batch ended (new partitions at "nothing consumed")
 and ends at its last message, or stays where it is when there is nothing after its start. A
-start the partition no longer holds is data loss (see :mod:`pulsar_spark.spark.data_loss`);
+start the partition no longer holds is data loss (see :mod:`pulsar_spark.common.data_loss`);
 when the query goes on, the partition starts over through the offsets themselves: this
 micro-batch ends it at "nothing consumed" (reading nothing of it), the next reads it from its
 first message.
@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
+from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED, has_messages_after
 from pulsar_spark.spark.planning import PartitionRef
 

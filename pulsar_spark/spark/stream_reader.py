@@ -9,8 +9,8 @@ depend on checkpointed offsets alone — never on ``commit`` (which Spark calls 
 
 The pieces are their own modules: where the query starts (:mod:`.start_offsets`), where each
 micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
-(:mod:`.data_loss`: a vanished partition, one that no longer reaches the checkpointed
-position, or a task whose start retention removed), and counting messages for
+(:mod:`pulsar_spark.common.data_loss`: a vanished partition, one that no longer reaches the
+checkpointed position, or a task whose start retention removed), and counting messages for
 ``maxMessagesPerTrigger`` and their payload bytes for ``maxBytesPerTrigger``
 (:mod:`.counting`), waiting for ``minMessagesPerTrigger`` (:mod:`.trigger_wait`), the durable
 subscription ``subscriptionName`` keeps (:mod:`.subscription`: created at the start,
@@ -49,11 +49,11 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, ClusterWatch
 from pulsar_spark.client.lookup import Lookup
-from pulsar_spark.client.retry import retrying
+from pulsar_spark.common.data_loss import DataLossPolicy
+from pulsar_spark.common.retry import retrying
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExhaustedError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
-from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from pulsar_spark.client.failover import Clusters
 from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.client.transaction_registry import REGISTRY_TOPIC
+from pulsar_spark.common.option_values import (
+    ADMIN_SETTINGS,
+    ADMIN_URL,
+    TOPIC,
+    OptionValues,
+    Unsupported,
+)
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.routing import HASHING_SCHEMES, JAVA_STRING_HASH
 from pulsar_spark.spark.client_options import (
@@ -29,13 +36,6 @@ from pulsar_spark.spark.crypto_options import (
     producer_encryption,
 )
 from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, write_clusters
-from pulsar_spark.spark.option_values import (
-    ADMIN_SETTINGS,
-    ADMIN_URL,
-    TOPIC,
-    OptionValues,
-    Unsupported,
-)
 from pulsar_spark.spark.write_schemas import (
     DEFINITION,
     KEY_SCHEMA,

@@ -59,6 +59,7 @@ from pulsar_spark.client.failover import ActiveCluster, Clusters
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.transaction_registry import TransactionRegistry
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.routing import (
@@ -77,7 +78,6 @@ from pulsar_spark.spark.transactional import (
     commit_epoch,
     stream_registry,
 )
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.spark.write_options import SINGLE_PARTITION, WriteOptions
 from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName

@@ -1,4 +1,4 @@
-"""A worker's first read or write freezes what the worker holds (see ``spark/worker_gc.py``).
+"""A worker's first read or write freezes what the worker holds (see ``common/worker_gc.py``).
 
 Each side runs in a fresh interpreter, as a Spark worker would, and goes through the same
 reader and writer classes Spark calls; the official client publishes what is read and reads

@@ -195,7 +195,7 @@ def test_latest_offset_retries_a_lost_broker_until_the_operation_timeout(
     )
     started = time.monotonic()
     with (
-        caplog.at_level(logging.WARNING, logger="pulsar_spark.client.retry"),
+        caplog.at_level(logging.WARNING, logger="pulsar_spark.common.retry"),
         pytest.raises(RetriesExhaustedError) as info,
     ):
         reader.latestOffset({full("t"): NOTHING_CONSUMED.to_json()}, ReadAllAvailable())

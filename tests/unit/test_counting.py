@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pulsar_spark.common.limits import limit_ends
 from pulsar_spark.errors import PulsarConnectionError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
@@ -32,7 +33,6 @@ from pulsar_spark.spark.counting import (
     MessageCounter,
     ahead_for,
     countable,
-    limit_ends,
 )
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from pulsar_spark.common.data_loss import DataLossPolicy, ends_before
 from pulsar_spark.errors import DataLossError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.data_loss import DataLossPolicy, ends_before
 from pulsar_spark.spark.offsets import NOTHING_CONSUMED
 from pulsar_spark.spark.planning import PartitionRef
 from pulsar_spark.spark.stream_ranges import EndOf, Ranges, next_ranges

@@ -21,8 +21,8 @@ from pulsar_spark.client.auth import (
 )
 from pulsar_spark.client.oauth2 import OAuth2Authentication
 from pulsar_spark.client.settings import TlsSettings
+from pulsar_spark.common import option_values
 from pulsar_spark.errors import ConfigurationError, CredentialsError
-from pulsar_spark.spark import option_values
 from pulsar_spark.spark.client_options import CLIENT_OPTIONS, CLIENT_WITHOUT_EFFECT
 from pulsar_spark.spark.read_options import READER_WITHOUT_EFFECT, ReadMode, ReadOptions
 from pulsar_spark.spark.write_options import PRODUCER_WITHOUT_EFFECT, WriteOptions
@@ -438,7 +438,7 @@ def test_java_names_without_effect_are_accepted_with_one_warning(
         "pulsar.client.statsIntervalSeconds": "60",
         "pulsar.reader.readerName": "mine",
     }
-    with caplog.at_level(logging.WARNING, logger="pulsar_spark.spark.option_values"):
+    with caplog.at_level(logging.WARNING, logger="pulsar_spark.common.option_values"):
         ReadOptions.parse(options, mode=ReadMode.BATCH)
         ReadOptions.parse(options, mode=ReadMode.BATCH)
     assert [r.getMessage() for r in caplog.records] == [

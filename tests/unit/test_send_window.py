@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from pulsar_spark.client.retry import Retrier, retrying
 from pulsar_spark.client.send_window import SendWindow, Sent
+from pulsar_spark.common.retry import Retrier, retrying
 from pulsar_spark.errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -107,11 +107,11 @@ def test_retrier_pauses_double_and_give_up_after_the_limit(
         pauses.append(seconds)
         clock[0] += seconds
 
-    monkeypatch.setattr("pulsar_spark.client.retry.time.monotonic", lambda: clock[0])
-    monkeypatch.setattr("pulsar_spark.client.retry.time.sleep", sleep)
+    monkeypatch.setattr("pulsar_spark.common.retry.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("pulsar_spark.common.retry.time.sleep", sleep)
     retrier = Retrier("reading t", timeout=5.0)
     lost = ConnectionClosedError("lost")
-    with caplog.at_level(logging.WARNING, logger="pulsar_spark.client.retry"):
+    with caplog.at_level(logging.WARNING, logger="pulsar_spark.common.retry"):
         for _ in range(5):
             retrier.failed(lost)
         assert pauses == [0.1, 0.2, 0.4, 0.8, 1.6]
@@ -149,7 +149,7 @@ def test_errors_that_a_retry_cannot_fix_are_raised_at_once() -> None:
 
 
 def test_retrying_returns_once_the_operation_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pulsar_spark.client.retry.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("pulsar_spark.common.retry.time.sleep", lambda _seconds: None)
     outcomes: list[Exception | int] = [ConnectionClosedError("a"), ConnectionClosedError("b"), 7]
 
     def operation() -> int:

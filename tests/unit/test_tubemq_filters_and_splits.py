@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.task_shares import even_cuts, task_shares
 from pulsar_spark.tubemq.client.cluster import TubePartition
 from pulsar_spark.tubemq.client.consumer import REGISTER, UNREGISTER, Batch, Bounds
 from pulsar_spark.tubemq.client.consumer import PartitionConsumer as Consumer

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
+from pulsar_spark.common import option_values
+from pulsar_spark.common.option_values import Unsupported
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark import datasource, option_values
+from pulsar_spark.spark import datasource
 from pulsar_spark.spark.client_options import CLIENT_UNSUPPORTED, CLIENT_WITHOUT_EFFECT
 from pulsar_spark.spark.datasource import PulsarDataSource
-from pulsar_spark.spark.option_values import Unsupported
 from pulsar_spark.spark.read_options import (
     READ_OPTIONS,
     READER_UNSUPPORTED,
@@ -137,7 +138,7 @@ def warnings(
 ) -> Iterator[Callable[[], list[str]]]:
     """The no-effect warnings logged, each name warned about afresh."""
     monkeypatch.setattr(option_values, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger="pulsar_spark.spark.option_values"):
+    with caplog.at_level(logging.WARNING, logger="pulsar_spark.common.option_values"):
         yield lambda: [r.getMessage() for r in caplog.records]
 
 

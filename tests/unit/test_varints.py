@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pulsar_spark.protocol.varints import decode_fixed, decode_nine, decode_words
+from pulsar_spark.common.varints import decode_fixed, decode_nine, decode_words
 
 
 def words(*chunks: bytes) -> np.ndarray:

@@ -15,7 +15,7 @@ import pytest
 SCRIPT = textwrap.dedent(
     """
     import gc, json
-    from pulsar_spark.spark.worker_gc import SURVIVORS, freeze_worker_objects
+    from pulsar_spark.common.worker_gc import SURVIVORS, freeze_worker_objects
 
     def tracked(obj):
         return any(o is obj for o in gc.get_objects())

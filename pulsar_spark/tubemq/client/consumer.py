@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pulsar_spark.client.retry import Retrier
+from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
 from pulsar_spark.tubemq.client.cluster import TubePartition
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity

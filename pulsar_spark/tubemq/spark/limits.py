@@ -5,7 +5,7 @@ belongs to one partition. So the ranges of a store's partitions that all end at 
 ``cut`` hold at most ``(cut - first start) / 28`` messages between them, and exactly that many
 when they all start at the same offset (a stream's partitions of a store do: they start where
 the store ended, or where the previous limit cut it). The budget is shared among stores as
-the Pulsar source shares it among partitions (:func:`~pulsar_spark.spark.counting.limit_ends`),
+the Pulsar source shares it among partitions (:func:`~pulsar_spark.common.limits.limit_ends`),
 and each store's partitions end at its cut, or where they are when they start past it.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pulsar_spark.spark.counting import limit_ends
+from pulsar_spark.common.limits import limit_ends
 from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE
 
 

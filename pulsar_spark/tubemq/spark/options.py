@@ -1,7 +1,7 @@
 """Options of the ``tubemq`` format, parsed once into frozen objects.
 
 Checked when the DataFrame is defined; every error names the option and what it accepts, and
-unknown options are refused (:class:`~pulsar_spark.spark.option_values.OptionValues`).
+unknown options are refused (:class:`~pulsar_spark.common.option_values.OptionValues`).
 
 ``startingOffsets`` / ``endingOffsets`` take ``earliest``, ``latest`` or a JSON object from
 partition key (``brokerId:topic:partitionId``) to a store offset; -2 in the JSON means
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.client.tls import client_context
+from pulsar_spark.common.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.option_values import TOPIC, OptionValues, Unsupported
 from pulsar_spark.spark.positions import Earliest, Latest, bound_or_json
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.tubemq.wire.auth import Credentials

@@ -11,7 +11,7 @@ exact also while messages are being written). Tasks use nothing but their :class
 Spark runs ``read`` on a fresh copy of the reader.
 
 With ``minPartitions``, ranges are cut into more tasks by the rule the ``pulsar`` source uses
-(:mod:`pulsar_spark.spark.task_shares`), counted in index entries (28 bytes each, the store's
+(:mod:`pulsar_spark.common.task_shares`), counted in index entries (28 bytes each, the store's
 messages, all partitions of the store together): each piece is a range ``[cut_k, cut_k+1)``
 read exactly as a whole partition is, so the pieces hold each message of the range once. The
 broker keeps one registration and one offset per group and partition, so the pieces of a
@@ -52,12 +52,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pulsar_spark.client.retry import retrying
+from pulsar_spark.common.data_loss import DataLossPolicy
+from pulsar_spark.common.retry import retrying
+from pulsar_spark.common.task_shares import even_cuts, task_shares
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.data_loss import DataLossPolicy
 from pulsar_spark.spark.positions import Earliest, Latest
-from pulsar_spark.spark.task_shares import even_cuts, task_shares
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.tubemq.arrow import messages_to_batch
 from pulsar_spark.tubemq.client.cluster import TubePartition, by_broker, lookup_partitions
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity

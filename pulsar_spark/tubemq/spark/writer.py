@@ -27,8 +27,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
+from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError, LocalProtocolError
-from pulsar_spark.spark.worker_gc import freeze_worker_objects
 from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
 from pulsar_spark.tubemq.spark.options import TubeMQWriteOptions
 from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes

@@ -24,8 +24,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from pulsar_spark.common.stream_decoder import StreamDecoder
 from pulsar_spark.errors import FrameTooLargeError, RemoteProtocolError
-from pulsar_spark.protocol.stream_decoder import StreamDecoder
 from pulsar_spark.tubemq.errors import BadFrameTokenError
 
 FRAME_TOKEN = 0xFF7FF4FE

@@ -31,9 +31,8 @@ from typing import Protocol, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
+from pulsar_spark.common.varints import encode_varint, read_varint
 from pulsar_spark.errors import RemoteProtocolError
-from pulsar_spark.protocol.batch_walk import read_varint
-from pulsar_spark.protocol.encode import encode_varint
 from pulsar_spark.tubemq.errors import tubemq_error_for, tubemq_remote_exception_for
 from pulsar_spark.tubemq.wire._generated import (
     tubemq_broker_pb2 as broker_pb,

@@ -1,4 +1,5 @@
-"""Base-128 varints decoded many at a time, with numpy.
+"""Base-128 varints: one at a time (:func:`encode_varint`, :func:`read_varint`), and many at a
+time with numpy.
 
 A protobuf or Avro varint is little-endian groups of 7 bits, each byte's high bit set when
 another byte follows. :func:`decode_words` takes, for each varint, the eight bytes that begin
@@ -86,3 +87,39 @@ def encode_varints(numbers: _U64) -> tuple[npt.NDArray[np.uint8], _I64]:
         more = (sizes[rows] > index + 1).astype(np.uint64) << np.uint64(7)
         out[starts[rows] + index] = (group | more).astype(np.uint8)
     return out, offsets
+
+
+_ONE_BYTE = [bytes((v,)) for v in range(0x80)]
+_TWO_BYTES = [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(0x4000)]
+
+
+def encode_varint(value: int) -> bytes:
+    """Protobuf varint of ``value`` (a negative one as its 64-bit two's complement)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if 0 <= value < 0x4000:
+        return _TWO_BYTES[value]
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_varint(data: bytes, p: int) -> tuple[int, int]:
+    """The varint at ``p`` and the offset after it (IndexError if it runs past the end)."""
+    byte = data[p]
+    if byte < 0x80:
+        return byte, p + 1
+    result = byte & 0x7F
+    shift = 7
+    while True:
+        p += 1
+        byte = data[p]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, p + 1
+        shift += 7

@@ -12,12 +12,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pulsar_spark.errors import DataLossError
-from pulsar_spark.message_id import MessageId
 
 # The streaming source's logger, which users filter on: the warnings are about their query.
 log = logging.getLogger("pulsar_spark.spark.stream_reader")
+
+
+class Position(Protocol):
+    """A position in a partition, as :meth:`DataLossPolicy.check_start` compares them (a
+    Pulsar message id is one): ``is_earliest`` before every message, ``last_key`` the position
+    as the last message of a range, in the order of positions."""
+
+    @property
+    def is_earliest(self) -> bool: ...
+
+    def last_key(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +53,9 @@ class DataLossPolicy:
     def check_start(
         self,
         name: str,
-        first: MessageId,
-        last: MessageId | None,
-        current_last: Callable[[], MessageId | None] | None = None,
+        first: Position,
+        last: Position | None,
+        current_last: Callable[[], Position | None] | None = None,
     ) -> bool:
         """Whether partition ``name``, ending at ``last`` (None: empty), no longer holds
         position ``first`` (reported as data loss).
@@ -66,7 +77,7 @@ class DataLossPolicy:
         )
         return True
 
-    def start_gone(self, name: str, start: MessageId, first: MessageId) -> None:
+    def start_gone(self, name: str, start: Position, first: Position) -> None:
         """Report that a task's exclusive ``start`` no longer exists; ``first`` is the first
         message left."""
         self.report(
@@ -75,7 +86,7 @@ class DataLossPolicy:
         )
 
 
-def ends_before(first: MessageId, last: MessageId | None) -> bool:
+def ends_before(first: Position, last: Position | None) -> bool:
     """Whether a partition ending at ``last`` (None: empty) ends before position ``first``;
     any partition holds "nothing consumed"."""
     if first.is_earliest:
