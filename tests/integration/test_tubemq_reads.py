@@ -20,8 +20,8 @@ from support.tubemq_cluster import JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import FILTER_TOPIC, SPLIT_PARTITIONS, SPLIT_TOPIC
 from support.tubemq_reading import load, rows, wait_until_flushed
 
-from pulsar_spark.tubemq.client.cluster import lookup_partitions
-from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE, PartitionConsumer, connect
+from pulsar_spark.tubemq.client.cluster import connect, lookup_partitions
+from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE, PartitionConsumer
 from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.tubemq, pytest.mark.spark]

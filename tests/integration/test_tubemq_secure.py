@@ -25,9 +25,9 @@ from support.tubemq_fixtures import SECURE_CLIENT_TOPIC, SECURE_SPARK_TOPIC, TUB
 from support.tubemq_reading import rows
 
 from pulsar_spark.client.settings import TlsSettings
-from pulsar_spark.tubemq.client.cluster import lookup_partitions
+from pulsar_spark.tubemq.client.cluster import connect, lookup_partitions
 from pulsar_spark.tubemq.client.connection import TubeMQConnection, TubeMQSecurity
-from pulsar_spark.tubemq.client.consumer import connect, offset_bounds
+from pulsar_spark.tubemq.client.consumer import offset_bounds
 from pulsar_spark.tubemq.client.producer import TubeMQProducer
 from pulsar_spark.tubemq.errors import TubeMQCertificateError
 from pulsar_spark.tubemq.wire import auth

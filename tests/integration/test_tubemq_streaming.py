@@ -30,8 +30,8 @@ from support.tubemq_fixtures import (
 from support.waiting import wait_until
 
 from pulsar_spark.errors import PulsarSparkError
-from pulsar_spark.tubemq.client.cluster import lookup_partitions
-from pulsar_spark.tubemq.client.consumer import PartitionConsumer, connect, heartbeats
+from pulsar_spark.tubemq.client.cluster import connect, lookup_partitions
+from pulsar_spark.tubemq.client.consumer import PartitionConsumer, heartbeats
 from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
 from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError
 

@@ -67,6 +67,14 @@ def by_broker(partitions: Sequence[TubePartition]) -> list[list[int]]:
     return list(groups.values())
 
 
+def connect(
+    partition: TubePartition, timeout: float, security: TubeMQSecurity = NO_SECURITY
+) -> TubeMQConnection:
+    """A connection to the broker that holds ``partition``."""
+    broker = partition.broker
+    return TubeMQConnection(broker.host, broker.port, connect_timeout=timeout, security=security)
+
+
 def client_id(purpose: str) -> str:
     """A client id as TubeMQ's clients build them: host, purpose and a random part."""
     return f"{socket.gethostname()}-{purpose}-{uuid.uuid4().hex[:12]}"

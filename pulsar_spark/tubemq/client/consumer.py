@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
-from pulsar_spark.tubemq.client.cluster import TubePartition
+from pulsar_spark.tubemq.client.cluster import TubePartition, connect
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
 from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError, tubemq_error_for
 from pulsar_spark.tubemq.wire import messages
@@ -260,13 +260,6 @@ def heartbeats(consumer: PartitionConsumer, interval: float | None) -> Iterator[
     finally:
         stop.set()
         thread.join()
-
-
-def connect(
-    partition: TubePartition, timeout: float, security: TubeMQSecurity = NO_SECURITY
-) -> TubeMQConnection:
-    broker = partition.broker
-    return TubeMQConnection(broker.host, broker.port, connect_timeout=timeout, security=security)
 
 
 def offset_bounds(

@@ -25,10 +25,10 @@ from pulsar_spark.tubemq.client.cluster import (
     TubePartition,
     by_broker,
     client_id,
+    connect,
     lookup_partitions,
 )
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
-from pulsar_spark.tubemq.client.consumer import connect
 from pulsar_spark.tubemq.wire import messages
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.metadata import ipv4_to_int
@@ -45,7 +45,7 @@ class Outgoing:
 
 
 @dataclass(frozen=True, slots=True)
-class Sent:
+class StoredAt:
     """Where a message was stored."""
 
     partition: TubePartition
@@ -99,16 +99,16 @@ class TubeMQProducer:
         *,
         msg_type: str | None = None,
         msg_time: str | None = None,
-    ) -> Sent:
+    ) -> StoredAt:
         """Store one message; returns once the broker acknowledged it (raises otherwise)."""
         return self.send_all([Outgoing(value, attributes, msg_type, msg_time)])[0]
 
-    def send_all(self, outgoing: Sequence[Outgoing]) -> list[Sent]:
+    def send_all(self, outgoing: Sequence[Outgoing]) -> list[StoredAt]:
         """Store the messages, each on the next partition in turn; returns once every one is
         acknowledged, and raises the first refusal otherwise. The requests to a broker go out
         back to back (:meth:`TubeMQConnection.call_all`), one round trip for all of them."""
         planned = [(self._next_partition(), message) for message in outgoing]
-        sent: dict[int, Sent] = {}
+        sent: dict[int, StoredAt] = {}
         for indexes in by_broker([partition for partition, _ in planned]):
             replies = self._connection(planned[indexes[0]][0]).call_all(
                 [self._request(*planned[i]) for i in indexes],
@@ -116,7 +116,7 @@ class TubeMQProducer:
                 timeout=self._timeout,
             )
             for index, reply in zip(indexes, replies, strict=True):
-                sent[index] = Sent(planned[index][0], reply.messageId, reply.appendOffset)
+                sent[index] = StoredAt(planned[index][0], reply.messageId, reply.appendOffset)
         return [sent[index] for index in range(len(planned))]
 
     def _next_partition(self) -> TubePartition:

@@ -59,13 +59,12 @@ from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.spark.positions import Earliest, Latest
 from pulsar_spark.tubemq.arrow import messages_to_batch
-from pulsar_spark.tubemq.client.cluster import TubePartition, by_broker, lookup_partitions
+from pulsar_spark.tubemq.client.cluster import TubePartition, by_broker, connect, lookup_partitions
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.tubemq.client.consumer import (
     INDEX_ENTRY_SIZE,
     RETRY_OPTION,
     Bounds,
-    connect,
     offset_bounds,
     read_range,
 )
