@@ -11,6 +11,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.spark.offsets import consumed_before
+from pulsar_spark.spark.partitions import as_partitions, planned_read
 from pulsar_spark.spark.planning import (
     PartitionRead,
     PartitionRef,
@@ -48,12 +49,15 @@ class PulsarBatchReader(DataSourceReader):
             planned = [r for r in reads if r is not None]
             return split_reads(planned, self.options.min_partitions)
 
-        return lookup.retrying(plan, "planning the read (partitions and last message ids)")
+        return as_partitions(
+            lookup.retrying(plan, "planning the read (partitions and last message ids)")
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, PartitionRead):
+        read = planned_read(partition)
+        if read is None:
             return iter(())  # Spark's placeholder when every range is empty
-        return read_partition(partition)
+        return read_partition(read)
 
     def _plan(self, lookup: Lookup, ref: PartitionRef) -> PartitionRead | None:
         last = last_message_id(lookup, ref)

@@ -20,9 +20,10 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StructType
 
 from pulsar_spark.arrow.schema import ENCRYPTED_DDL, SCHEMA_DDL
+from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.crypto import CryptoFailureAction
@@ -71,14 +72,14 @@ class PulsarDataSource(DataSource):
     def _read_options(self, schema: StructType, mode: ReadMode) -> ReadOptions:
         """The options, with the value schema ``schema()`` fixed (or resolved now, when Spark
         was given a schema and did not ask for one)."""
-        from pulsar_spark.spark.value_schemas import resolve_value_schema, with_value_schema
+        from pulsar_spark.spark.value_schemas import resolve_value_schema
 
         options = ReadOptions.parse(self.options, mode=mode)
         if "_value_schema" in self.__dict__:
             resolved = self._value_schema
         else:
             resolved = resolve_value_schema(options)
-        return with_value_schema(options, schema, resolved)
+        return _with_value_schema(options, schema, resolved)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pulsar_spark.spark.writer import PulsarBatchWriter
@@ -91,6 +92,16 @@ class PulsarDataSource(DataSource):
 
         freeze_worker_objects()
         return PulsarStreamWriter(_write_options(self.options, schema, overwrite))
+
+
+def _with_value_schema(
+    options: ReadOptions, schema: StructType, resolved: ValueSchema | None
+) -> ReadOptions:
+    """``options`` carrying the value schema, unless the DataFrame's schema (one the user may
+    have given) has a binary ``value``."""
+    if isinstance(schema["value"].dataType, BinaryType):
+        resolved = None
+    return dataclasses.replace(options, value_schema=resolved)
 
 
 def _write_options(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteOptions:

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pyspark.sql.datasource import InputPartition
-
 from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.consumer import Consumer
 from pulsar_spark.client.lookup import Lookup
@@ -45,8 +43,9 @@ class PartitionRef:
 
 
 @dataclass(frozen=True)
-class PartitionRead(InputPartition):
-    """One Spark task's work: read ``ref`` from ``start`` to ``end``."""
+class PartitionRead:
+    """One task's work: read ``ref`` from ``start`` to ``end`` (pickled to the executor that
+    runs it, inside the Spark partition :mod:`pulsar_spark.spark.partitions` wraps it in)."""
 
     client: ClientSettings
     ref: PartitionRef

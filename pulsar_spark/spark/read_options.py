@@ -64,7 +64,12 @@ from pulsar_spark.spark.positions import (
     parse_time,
     parse_times,
 )
-from pulsar_spark.spark.write_schemas import DEFINITION, FORMATS, VALUE_SCHEMA, schema_format
+from pulsar_spark.spark.schema_options import (
+    DEFINITION,
+    SCHEMA_TYPES,
+    VALUE_SCHEMA,
+    schema_format,
+)
 from pulsar_spark.topic import TopicName, full_topic_name
 
 SchemaType = pb.Schema.Type
@@ -338,7 +343,7 @@ def _given_schema(opts: OptionValues, value_format: str) -> SchemaInfo | None:
             f"only, got '{VALUE_SCHEMA}'='{name}'"
         )
     data = b"" if definition is None else definition.encode()
-    return SchemaInfo(SchemaType.Value(FORMATS[name][0]), data, "", (), None)
+    return SchemaInfo(SchemaType.Value(SCHEMA_TYPES[name]), data, "", (), None)
 
 
 def _topics(opts: OptionValues) -> TopicSelection:

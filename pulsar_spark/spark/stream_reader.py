@@ -57,8 +57,8 @@ from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCou
 from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
 from pulsar_spark.spark.lag import offset_lag
 from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
+from pulsar_spark.spark.partitions import as_partitions, planned_read
 from pulsar_spark.spark.planning import (
-    PartitionRead,
     PartitionRef,
     last_message_id,
     last_message_ids,
@@ -200,7 +200,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             ref = self._refs.get(name) or _ref_from_name(name)
             reads.append(partition_read(options, ref, first, last, start_inclusive=False))
-        return split_reads(reads, options.min_partitions)
+        return as_partitions(split_reads(reads, options.min_partitions))
 
     def commit(self, end: dict[str, Any]) -> None:
         """With ``subscriptionName``, acknowledge the subscription through ``end`` (Spark
@@ -216,13 +216,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- executors -------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRead)
+        work = planned_read(partition)
+        assert work is not None
 
         def start_gone(first: MessageId) -> None:
-            name, start = partition.ref.name, partition.start
+            name, start = work.ref.name, work.start
             subscription = self.options.subscription
             if subscription is not None and nothing_lost_after(
-                make_lookup(partition.client),
+                make_lookup(work.client),
                 name,
                 subscription,
                 start,
@@ -242,9 +243,9 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         clusters, subscription = self.options.failover, self.options.subscription
         if clusters is None or subscription is None:
-            return read_partition(partition, start_gone)
+            return read_partition(work, start_gone)
         return read_with_failover(
-            partition,
+            work,
             clusters,
             subscription,
             self._policy,

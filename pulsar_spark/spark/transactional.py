@@ -47,8 +47,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pyspark.sql.datasource import WriterCommitMessage
-
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.transaction_guard import TransactionGuard
 from pulsar_spark.client.transaction_registry import TransactionRegistry
@@ -146,8 +144,9 @@ def _coordinator_count(options: WriteOptions) -> int:
     return TransactionCoordinators(make_lookup(options.client)).count
 
 
-def transactions_of(messages: Sequence[WriterCommitMessage | None]) -> list[TxnId]:
-    """The transactions the tasks' commit messages carry, in task order."""
+def transactions_of(messages: Sequence[object]) -> list[TxnId]:
+    """The transactions the tasks' commit messages (PySpark's ``WriterCommitMessage``, or
+    None) carry, in task order."""
     found = []
     for message in messages:
         for most, least in getattr(message, "transactions", ()):
@@ -190,7 +189,7 @@ def abort_all(options: WriteOptions, txns: list[TxnId]) -> None:
 
 def commit_batch(
     options: WriteOptions,
-    messages: Sequence[WriterCommitMessage | None],
+    messages: Sequence[object],
     registry: TransactionRegistry | None,
 ) -> None:
     """Abort the write's transactions that Spark did not keep, then commit those it kept."""
@@ -202,7 +201,7 @@ def commit_batch(
 
 def abort_batch(
     options: WriteOptions,
-    messages: Sequence[WriterCommitMessage | None],
+    messages: Sequence[object],
     registry: TransactionRegistry | None,
 ) -> None:
     """Abort every transaction of the write: the tasks' and the announced ones."""
@@ -212,7 +211,7 @@ def abort_batch(
 
 def commit_epoch(
     options: WriteOptions,
-    messages: Sequence[WriterCommitMessage | None],
+    messages: Sequence[object],
     batch_id: int,
     registry: TransactionRegistry | None,
 ) -> None:
@@ -246,7 +245,7 @@ def commit_epoch(
 
 def abort_epoch(
     options: WriteOptions,
-    messages: Sequence[WriterCommitMessage | None],
+    messages: Sequence[object],
     registry: TransactionRegistry | None,
 ) -> None:
     """Abort every transaction of a micro-batch run: the tasks' and the announced ones."""
@@ -255,7 +254,7 @@ def abort_epoch(
 
 def _abort_every(
     options: WriteOptions,
-    messages: Sequence[WriterCommitMessage | None],
+    messages: Sequence[object],
     registry: TransactionRegistry | None,
 ) -> MessageId | None:
     """Abort the transactions of ``messages`` and every other one announced in ``registry``;

@@ -26,8 +26,6 @@ import dataclasses
 import functools
 import logging
 
-from pyspark.sql.types import BinaryType, StructType
-
 from pulsar_spark.arrow.key_values import KeyValueDecoder, RowDecoder
 from pulsar_spark.arrow.values import ValueDecoder, ValueSchema
 from pulsar_spark.client.failover import reachable
@@ -39,7 +37,7 @@ from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo, schema_topic
 from pulsar_spark.spark.planning import make_lookup, match_pattern
 from pulsar_spark.spark.read_options import ReadOptions
-from pulsar_spark.spark.write_schemas import DEFINITION, VALUE_SCHEMA
+from pulsar_spark.spark.schema_options import DEFINITION, VALUE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +109,6 @@ def _fetch_all(options: ReadOptions, settings: ClientSettings) -> dict[str, Sche
             kept[parent] = lookup.retrying(fetch, f"fetching the schema of {topic}")
         found[topic] = kept[parent]
     return found
-
-
-def with_value_schema(
-    options: ReadOptions, schema: StructType, resolved: ValueSchema | None
-) -> ReadOptions:
-    """``options`` carrying the value schema, unless the DataFrame's schema (one the user may
-    have given) has a binary ``value``."""
-    if isinstance(schema["value"].dataType, BinaryType):
-        resolved = None
-    return dataclasses.replace(options, value_schema=resolved)
 
 
 def value_decoder(schema: ValueSchema | None, topic: str, lookup: Lookup) -> RowDecoder | None:

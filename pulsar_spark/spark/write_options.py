@@ -36,7 +36,7 @@ from pulsar_spark.spark.crypto_options import (
     producer_encryption,
 )
 from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, write_clusters
-from pulsar_spark.spark.write_schemas import (
+from pulsar_spark.spark.schema_options import (
     DEFINITION,
     KEY_SCHEMA,
     VALUE_SCHEMA,

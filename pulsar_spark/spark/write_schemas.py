@@ -21,7 +21,6 @@ KEY_VALUE schema with the SEPARATED encoding, and the producer registers that KE
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.types import (
@@ -40,70 +39,32 @@ from pyspark.sql.types import (
 
 from pulsar_spark.arrow.value_encode import ColumnEncoding
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.producer_schemas import (
-    SchemaParts,
-    key_value_schema,
-    producer_schema,
-)
+from pulsar_spark.protocol.producer_schemas import SchemaParts
 from pulsar_spark.spark.avro_types import avro_schema_for, check_fits, parse_definition
-
-VALUE_SCHEMA = "valueSchema"
-KEY_SCHEMA = "keySchema"
-DEFINITION = ".definition"
-
-SchemaType = pb.Schema.Type
+from pulsar_spark.spark.schema_options import (
+    DEFINITION,
+    KEY_SCHEMA,
+    SCHEMA_TYPES,
+    VALUE_SCHEMA,
+    ColumnSchema,
+    SchemaType,
+    WriteSchemas,
+)
 
 _INTS = (ByteType, ShortType, IntegerType)
-# Option value -> (the Pulsar schema type, the Spark types of the values it writes).
-FORMATS: dict[str, tuple[str, tuple[type[DataType], ...]]] = {
-    "avro": ("Avro", ()),
-    "json": ("Json", ()),
-    "string": ("String", (StringType,)),
-    "bytes": ("None", (BinaryType,)),
-    "int64": ("Int64", (*_INTS, LongType)),
-    "int32": ("Int32", _INTS),
-    "double": ("Double", (FloatType, DoubleType)),
-    "float": ("Float", (FloatType,)),
-    "boolean": ("Bool", (BooleanType,)),
+# Option value (of :data:`~pulsar_spark.spark.schema_options.SCHEMA_TYPES`) -> the Spark
+# types of the values it writes; Avro and JSON take any type Avro has.
+SPARK_TYPES: dict[str, tuple[type[DataType], ...]] = {
+    "avro": (),
+    "json": (),
+    "string": (StringType,),
+    "bytes": (BinaryType,),
+    "int64": (*_INTS, LongType),
+    "int32": _INTS,
+    "double": (FloatType, DoubleType),
+    "float": (FloatType,),
+    "boolean": (BooleanType,),
 }
-
-
-def schema_format(option: str, text: str | None) -> str | None:
-    """The format an option names (lower case), None when unset; refuses anything else."""
-    if text is None:
-        return None
-    name = text.strip().lower()
-    if name not in FORMATS:
-        raise ConfigurationError(
-            f"option {option!r} must be one of {', '.join(FORMATS)} (Pulsar's AVRO, JSON, "
-            f"STRING, BYTES, INT64, INT32, DOUBLE, FLOAT, BOOLEAN schemas), got {text!r}"
-        )
-    return name
-
-
-@dataclass(frozen=True)
-class ColumnSchema:
-    """How one column (``value`` or ``key``) is written, and the schema registered for it."""
-
-    encoding: ColumnEncoding
-    parts: SchemaParts
-
-
-@dataclass(frozen=True)
-class WriteSchemas:
-    """The value's schema, and the key's when the key is written with one too."""
-
-    value: ColumnSchema
-    key: ColumnSchema | None = None
-
-    def producer_schema(self, topic: str) -> pb.Schema | None:
-        """What a producer on ``topic`` registers; None for bytes (nothing registered)."""
-        if self.key is not None:
-            return key_value_schema(topic, self.key.parts, self.value.parts)
-        if self.value.parts.type == SchemaType.Value("None"):
-            return None
-        return producer_schema(topic, self.value.parts)
 
 
 def write_schemas(
@@ -151,8 +112,8 @@ def _column_schema(
     schema: StructType, column: str, option: str, name: str, definition: str | None
 ) -> ColumnSchema:
     data_type = schema[column].dataType
-    type_name, accepted = FORMATS[name]
-    kind = SchemaType.Value(type_name)
+    kind = SchemaType.Value(SCHEMA_TYPES[name])
+    accepted = SPARK_TYPES[name]
     if name not in ("avro", "json"):
         if not isinstance(data_type, accepted):
             allowed = " or ".join(t().simpleString() for t in accepted)

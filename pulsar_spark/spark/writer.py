@@ -69,6 +69,7 @@ from pulsar_spark.protocol.routing import (
     partitions_for_keys,
 )
 from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.spark.schema_options import WriteSchemas
 from pulsar_spark.spark.transactional import (
     TaskTransaction,
     abort_batch,
@@ -79,7 +80,6 @@ from pulsar_spark.spark.transactional import (
     stream_registry,
 )
 from pulsar_spark.spark.write_options import SINGLE_PARTITION, WriteOptions
-from pulsar_spark.spark.write_schemas import WriteSchemas
 from pulsar_spark.topic import TopicName
 
 T = TypeVar("T")

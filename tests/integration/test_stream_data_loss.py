@@ -150,7 +150,8 @@ def test_data_loss_warning_and_offsets_on_the_driver(
     assert lenient.partitions(start, reset) == []
     end = lenient.latestOffset(reset, ReadAllAvailable())
     assert end == {name: sent[-1].position(-1)}
-    (read,) = lenient.partitions(reset, end)
+    (partition,) = lenient.partitions(reset, end)
+    read = partition.value
     assert (read.start, read.end) == (NOTHING_CONSUMED, MessageId(ledger, 1, -1))
     assert (read.start_inclusive, read.end_inclusive) == (False, True)
     # the same under a limit

@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming import StreamingQuery
 from support.geo_fixtures import (
     GeoClusters,
@@ -140,7 +141,7 @@ def task_rows(geo: GeoClusters, topic: str, after: Message, last: Message) -> li
         MessageId(last.ledger, last.entry, last.batch),
         start_inclusive=False,
     )
-    rows = pa.Table.from_batches(list(reader.read(work))).to_pylist()
+    rows = pa.Table.from_batches(list(reader.read(InputPartition(work)))).to_pylist()
     assert {row["replicatedFrom"] for row in rows} == {"c1"}
     return [
         Message(

@@ -116,7 +116,8 @@ def test_batch_read_by_time_is_planned_from_the_entry_found(
         },
         mode=ReadMode.BATCH,
     )
-    (read,) = PulsarBatchReader(options).partitions()
+    (partition,) = PulsarBatchReader(options).partitions()
+    read = partition.value
     assert isinstance(read, PartitionRead)
     first = next((lg, en) for lg, en, at in times if at >= third[2])
     stop = next((lg, en) for lg, en, at in times if at >= fifth[2])
