@@ -31,7 +31,7 @@ def register(spark: SparkSession) -> None:
 def lag(query: Any) -> dict[str, int | None]:
     """Per partition, the entries a streaming query's last micro-batch left unread: from its
     ``lastProgress`` (``endOffset`` against ``latestOffset``); see
-    :mod:`pulsar_spark.spark.lag` for what is exact and when a partition's lag is None."""
-    from pulsar_spark.spark.lag import lag as lag_of
+    :mod:`pulsar_spark.source.lag` for what is exact and when a partition's lag is None."""
+    from pulsar_spark.source.lag import lag as lag_of
 
     return lag_of(query)

@@ -1,5 +1,5 @@
 """A budget of messages shared fairly among the parts of a micro-batch, for
-``maxMessagesPerTrigger``: Pulsar's partitions (:mod:`pulsar_spark.spark.counting`) and
+``maxMessagesPerTrigger``: Pulsar's partitions (:mod:`pulsar_spark.source.counting`) and
 TubeMQ's stores (:mod:`pulsar_spark.tubemq.spark.limits`) alike.
 """
 

@@ -4,7 +4,7 @@ The rule of Spark's Kafka source, shared by the ``pulsar`` and ``tubemq`` source
 has fewer ranges than ``minPartitions``, every range gets a share of the tasks proportional to
 its size (at least one), and is cut into that many pieces of as equal a number of units as
 whole units allow. What a unit is belongs to each source: an entry of a Pulsar ledger
-(:mod:`pulsar_spark.spark.splitting`), an index entry of a TubeMQ store
+(:mod:`pulsar_spark.source.splitting`), an index entry of a TubeMQ store
 (:mod:`pulsar_spark.tubemq.spark.reader`).
 """
 

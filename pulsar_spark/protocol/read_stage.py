@@ -7,7 +7,7 @@ A :class:`ReadRange` names the messages to read by their keys ``(ledger, entry, 
 :meth:`ReadRange.bounds` gives the first and the last key, both inclusive, and
 :func:`kept_indexes` is the one rule that cuts an entry to them. The range reader
 (:mod:`pulsar_spark.client.reader`) clips what it decodes by that rule, and the driver's
-counting of messages (:mod:`pulsar_spark.spark.counting`) counts by it, so the two agree on
+counting of messages (:mod:`pulsar_spark.source.counting`) counts by it, so the two agree on
 every message.
 
 :class:`RangeAssembler` takes the entries the reader receives (:class:`RawEntry`, already

@@ -1,1 +1,2 @@
-"""The Spark side: the ``pulsar`` Python data source, its options, offsets, readers and writers."""
+"""The Spark side: the ``pulsar`` Python data source, its readers and writers (the logic they
+use lives in :mod:`pulsar_spark.source`)."""

@@ -10,9 +10,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import consumed_before
-from pulsar_spark.spark.partitions import as_partitions, planned_read
-from pulsar_spark.spark.planning import (
+from pulsar_spark.source.offsets import consumed_before
+from pulsar_spark.source.planning import (
     PartitionRead,
     PartitionRef,
     first_published,
@@ -21,16 +20,17 @@ from pulsar_spark.spark.planning import (
     partition_read,
     resolve_partitions,
 )
-from pulsar_spark.spark.positions import (
+from pulsar_spark.source.positions import (
     AtTime,
     Earliest,
     PositionSpec,
     Specific,
     TimesByPartition,
 )
-from pulsar_spark.spark.read_options import ReadOptions
-from pulsar_spark.spark.reading import read_partition
-from pulsar_spark.spark.splitting import split_reads
+from pulsar_spark.source.read_options import ReadOptions
+from pulsar_spark.source.reading import read_partition
+from pulsar_spark.source.splitting import split_reads
+from pulsar_spark.spark.partitions import as_partitions, planned_read
 
 
 class PulsarBatchReader(DataSourceReader):

@@ -4,7 +4,7 @@
 validated in ``schema()``, which Spark calls when the DataFrame is defined, so a wrong option
 fails at ``load()`` rather than when the job runs. With ``valueFormat=auto`` (the default)
 ``schema()`` also asks the broker for the topics' schemas, which fix the ``value`` column's
-type (:mod:`pulsar_spark.spark.value_schemas`); that is its one connection, and the
+type (:mod:`pulsar_spark.source.value_schemas`); that is its one connection, and the
 resolved schema travels with this object to ``reader()``/``streamReader()``.
 """
 
@@ -27,9 +27,9 @@ from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.crypto import CryptoFailureAction
-from pulsar_spark.spark.crypto_options import CRYPTO_FAILURE_ACTION
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.crypto_options import CRYPTO_FAILURE_ACTION
+from pulsar_spark.source.read_options import ReadMode, ReadOptions, check_read_options
+from pulsar_spark.source.write_options import WriteOptions
 
 NAME = "pulsar"
 
@@ -42,7 +42,7 @@ class PulsarDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        from pulsar_spark.spark.value_schemas import resolve_value_schema
+        from pulsar_spark.source.value_schemas import resolve_value_schema
 
         freeze_worker_objects()
         options = check_read_options(self.options)  # fail fast on bad read options
@@ -72,7 +72,7 @@ class PulsarDataSource(DataSource):
     def _read_options(self, schema: StructType, mode: ReadMode) -> ReadOptions:
         """The options, with the value schema ``schema()`` fixed (or resolved now, when Spark
         was given a schema and did not ask for one)."""
-        from pulsar_spark.spark.value_schemas import resolve_value_schema
+        from pulsar_spark.source.value_schemas import resolve_value_schema
 
         options = ReadOptions.parse(self.options, mode=mode)
         if "_value_schema" in self.__dict__:

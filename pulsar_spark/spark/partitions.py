@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pyspark.sql.datasource import InputPartition
 
-from pulsar_spark.spark.planning import PartitionRead
+from pulsar_spark.source.planning import PartitionRead
 
 
 def as_partitions(reads: Sequence[PartitionRead]) -> list[InputPartition]:

@@ -1,31 +1,32 @@
 """``spark.readStream.format("pulsar")``: micro-batches over checkpointed message ids.
 
-Offsets are described in :mod:`pulsar_spark.spark.offsets`: per partition, the last message
+Offsets are described in :mod:`pulsar_spark.source.offsets`: per partition, the last message
 read; each micro-batch reads ``(start, end]``. The driver object lives for the whole query in
 one process and keeps its connections; it only ever *computes* positions. ``read`` runs on
 executors on a fresh copy of this object and uses nothing but its InputPartition, so results
 depend on checkpointed offsets alone — never on ``commit`` (which Spark calls late) or ``stop``
 (which Spark may never call).
 
-The pieces are their own modules: where the query starts (:mod:`.start_offsets`), where each
-micro-batch starts and ends (:mod:`.stream_ranges`), what happens on lost data
-(:mod:`pulsar_spark.common.data_loss`: a vanished partition, one that no longer reaches the
-checkpointed position, or a task whose start retention removed), and counting messages for
-``maxMessagesPerTrigger`` and their payload bytes for ``maxBytesPerTrigger``
-(:mod:`.counting`), waiting for ``minMessagesPerTrigger`` (:mod:`.trigger_wait`), the durable
-subscription ``subscriptionName`` keeps (:mod:`.subscription`: created at the start,
-acknowledged through each committed micro-batch's end; it holds data in the broker and never
-decides what is read), the lag logged per micro-batch (:mod:`.lag`), and the switch to
-another cluster with ``failover.secondaryServiceUrls`` (:mod:`.failover`).
+The pieces are their own modules in :mod:`pulsar_spark.source` (named here without the
+package): where the query starts (``start_offsets``), where each micro-batch starts and ends
+(``stream_ranges``), what happens on lost data (:mod:`pulsar_spark.common.data_loss`: a
+vanished partition, one that no longer reaches the checkpointed position, or a task whose
+start retention removed), and counting messages for ``maxMessagesPerTrigger`` and their
+payload bytes for ``maxBytesPerTrigger`` (``counting``), waiting for ``minMessagesPerTrigger``
+(``trigger_wait``), the durable subscription ``subscriptionName`` keeps (``subscription``:
+created at the start, acknowledged through each committed micro-batch's end; it holds data in
+the broker and never decides what is read), the lag logged per micro-batch (``lag``), and
+the switch to another cluster with ``failover.secondaryServiceUrls`` (``failover``).
 This class wires them to Spark.
 
 The switch: each ``latestOffset`` first asks the cluster watch
 (:class:`~pulsar_spark.client.failover.ClusterWatch`) whether the cluster of its start offset
 is still there. Once it has been unreachable for the failover delay, the next micro-batch is
 one that reads nothing and ends at the replicated subscription's positions on the next
-cluster, recorded with that cluster's name (see :mod:`.offsets`): the switch shows as the
-change of cluster between the micro-batch's start and end offsets in the query's progress.
-Every later micro-batch, and a restarted query, reads the cluster its start offset names.
+cluster, recorded with that cluster's name (see :mod:`pulsar_spark.source.offsets`): the switch
+shows as the change of cluster between the micro-batch's start and end offsets in the
+query's progress. Every later micro-batch, and a restarted query, reads the cluster its start
+offset names.
 """
 
 from __future__ import annotations
@@ -53,12 +54,11 @@ from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, RetriesExhaustedError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
-from pulsar_spark.spark.failover import Followers, read_with_failover, replicated_positions
-from pulsar_spark.spark.lag import offset_lag
-from pulsar_spark.spark.offsets import PulsarOffset, has_messages_after
-from pulsar_spark.spark.partitions import as_partitions, planned_read
-from pulsar_spark.spark.planning import (
+from pulsar_spark.source.counting import WHILE_COUNTING, KeptCounters, MessageCounter, ahead_for
+from pulsar_spark.source.failover import Followers, read_with_failover, replicated_positions
+from pulsar_spark.source.lag import offset_lag
+from pulsar_spark.source.offsets import PulsarOffset, has_messages_after
+from pulsar_spark.source.planning import (
     PartitionRef,
     last_message_id,
     last_message_ids,
@@ -66,13 +66,14 @@ from pulsar_spark.spark.planning import (
     partition_read,
     resolve_partitions,
 )
-from pulsar_spark.spark.read_options import ReadOptions
-from pulsar_spark.spark.reading import read_partition
-from pulsar_spark.spark.splitting import split_reads
-from pulsar_spark.spark.start_offsets import BrokerPositions, initial_offset
-from pulsar_spark.spark.stream_ranges import EndOf, next_ranges
-from pulsar_spark.spark.subscription import SubscriptionKeeper, nothing_lost_after
-from pulsar_spark.spark.trigger_wait import TriggerWait
+from pulsar_spark.source.read_options import ReadOptions
+from pulsar_spark.source.reading import read_partition
+from pulsar_spark.source.splitting import split_reads
+from pulsar_spark.source.start_offsets import BrokerPositions, initial_offset
+from pulsar_spark.source.stream_ranges import EndOf, next_ranges
+from pulsar_spark.source.subscription import SubscriptionKeeper, nothing_lost_after
+from pulsar_spark.source.trigger_wait import TriggerWait
+from pulsar_spark.spark.partitions import as_partitions, planned_read
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _switched_offset(self, chosen: str) -> dict[str, Any]:
         """Where the stream starts on cluster ``chosen``: after the replicated subscription's
-        position there, per partition (see :mod:`.failover`)."""
+        position there, per partition (see :mod:`pulsar_spark.source.failover`)."""
         subscription = self.options.subscription
         assert subscription is not None  # failover needs a replicated subscription
         lookup = self._connect()
@@ -441,7 +442,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _log_lag(end: dict[str, Any], latest: dict[str, Any]) -> None:
-    """One line per micro-batch: the entries it leaves unread (see :mod:`.lag`)."""
+    """One line per micro-batch: the entries it leaves unread (:mod:`pulsar_spark.source.lag`)."""
     if not log.isEnabledFor(logging.INFO):
         return
     behind = offset_lag(end, latest)

@@ -40,8 +40,7 @@ from pyspark.sql.types import (
 from pulsar_spark.arrow.value_encode import ColumnEncoding
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.producer_schemas import SchemaParts
-from pulsar_spark.spark.avro_types import avro_schema_for, check_fits, parse_definition
-from pulsar_spark.spark.schema_options import (
+from pulsar_spark.source.schema_options import (
     DEFINITION,
     KEY_SCHEMA,
     SCHEMA_TYPES,
@@ -50,9 +49,10 @@ from pulsar_spark.spark.schema_options import (
     SchemaType,
     WriteSchemas,
 )
+from pulsar_spark.spark.avro_types import avro_schema_for, check_fits, parse_definition
 
 _INTS = (ByteType, ShortType, IntegerType)
-# Option value (of :data:`~pulsar_spark.spark.schema_options.SCHEMA_TYPES`) -> the Spark
+# Option value (of :data:`~pulsar_spark.source.schema_options.SCHEMA_TYPES`) -> the Spark
 # types of the values it writes; Avro and JSON take any type Avro has.
 SPARK_TYPES: dict[str, tuple[type[DataType], ...]] = {
     "avro": (),

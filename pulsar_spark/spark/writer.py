@@ -14,7 +14,7 @@ exactly-once. Without broker deduplication a retry can duplicate what the failed
 already written.
 
 With ``transactional=true`` each task attempt publishes in a transaction of its own, which the
-driver commits once Spark commits the write (:mod:`pulsar_spark.spark.transactional`):
+driver commits once Spark commits the write (:mod:`pulsar_spark.source.transactional`):
 readers see a task's rows only then, each once.
 
 A row with a ``partition`` goes to that partition (checked against the topic's partition
@@ -68,9 +68,9 @@ from pulsar_spark.protocol.routing import (
     SinglePartition,
     partitions_for_keys,
 )
-from pulsar_spark.spark.planning import make_lookup
-from pulsar_spark.spark.schema_options import WriteSchemas
-from pulsar_spark.spark.transactional import (
+from pulsar_spark.source.planning import make_lookup
+from pulsar_spark.source.schema_options import WriteSchemas
+from pulsar_spark.source.transactional import (
     TaskTransaction,
     abort_batch,
     abort_epoch,
@@ -79,7 +79,7 @@ from pulsar_spark.spark.transactional import (
     commit_epoch,
     stream_registry,
 )
-from pulsar_spark.spark.write_options import SINGLE_PARTITION, WriteOptions
+from pulsar_spark.source.write_options import SINGLE_PARTITION, WriteOptions
 from pulsar_spark.topic import TopicName
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ WRITE = textwrap.dedent(
     """
     import gc, json, sys
     import pyarrow as pa
-    from pulsar_spark.spark.write_options import WriteOptions
+    from pulsar_spark.source.write_options import WriteOptions
     from pulsar_spark.spark.writer import PulsarBatchWriter
 
     options = {"service.url": sys.argv[1], "topic": sys.argv[2]}
@@ -39,7 +39,7 @@ READ = textwrap.dedent(
     """
     import gc, json, sys
     from pulsar_spark.spark.batch_reader import PulsarBatchReader
-    from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+    from pulsar_spark.source.read_options import ReadMode, ReadOptions
 
     options = {"service.url": sys.argv[1], "topic": sys.argv[2]}
     reader = PulsarBatchReader(ReadOptions.parse(options, mode=ReadMode.BATCH))

@@ -12,7 +12,7 @@ from support.topics import partition_of
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.planning import PartitionRef, last_message_ids
+from pulsar_spark.source.planning import PartitionRef, last_message_ids
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

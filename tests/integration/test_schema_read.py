@@ -58,8 +58,8 @@ from pulsar_spark.client.schema import fetch_schema
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.value_schemas import resolve_value_schema
+from pulsar_spark.source.read_options import ReadMode, ReadOptions
+from pulsar_spark.source.value_schemas import resolve_value_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -41,7 +41,7 @@ from pulsar_spark.client.address import parse_service_url
 from pulsar_spark.client.pool import default_pool
 from pulsar_spark.errors import BrokerUnreachableError, RetriesExhaustedError
 from pulsar_spark.local import LocalBroker
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -41,7 +41,7 @@ from support.topics import full, partition_of
 from pulsar_spark.errors import DataLossError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

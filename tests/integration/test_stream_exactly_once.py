@@ -1,7 +1,7 @@
 """``spark.readStream.format("pulsar")`` into a file sink, stopped, replayed and restarted while
 the official client publishes: every message lands exactly once.
 
-Offsets name, per partition, the last message consumed (see :mod:`pulsar_spark.spark.offsets`),
+Offsets name, per partition, the last message consumed (see :mod:`pulsar_spark.source.offsets`),
 so each micro-batch reads ``(start, end]`` and a restarted query resumes right after the last
 committed end; a micro-batch run again reads the same messages.
 """

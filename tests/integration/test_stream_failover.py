@@ -43,7 +43,7 @@ from support.waiting import wait_until
 
 from pulsar_spark.client.address import cluster_name
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.planning import PartitionRef, partition_read
+from pulsar_spark.source.planning import PartitionRef, partition_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
 

@@ -11,7 +11,7 @@ from support.streaming import Batches, Streams, drafts
 from support.topics import full, partition_of
 
 import pulsar_spark
-from pulsar_spark.spark.lag import progress_lag
+from pulsar_spark.source.lag import progress_lag
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

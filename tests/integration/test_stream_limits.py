@@ -31,8 +31,8 @@ from support.topics import full, partition_of
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import Ahead, KeptCounters, MessageCounter, ahead_for
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.counting import Ahead, KeptCounters, MessageCounter, ahead_for
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

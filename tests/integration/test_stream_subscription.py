@@ -62,7 +62,7 @@ from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.commands import ack_set_words
-from pulsar_spark.spark.subscription import SubscriptionKeeper
+from pulsar_spark.source.subscription import SubscriptionKeeper
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -380,14 +380,14 @@ def test_a_failed_ack_is_logged_and_the_next_one_covers_it(
             SUBSCRIPTION, lambda: Lookup(settings_for(url, timeout=2.0), pool)
         )
         local.stop()
-        caplog.set_level(logging.WARNING, logger="pulsar_spark.spark.subscription")
+        caplog.set_level(logging.WARNING, logger="pulsar_spark.source.subscription")
         started = time.monotonic()
         earlier = {t: MessageId(s[2].ledger, s[2].entry) for t, s in zip(topics, sent, strict=True)}
         keeper.hold(earlier, {})
         assert time.monotonic() - started < 6.0
         assert keeper.acknowledged == {}
         warnings = [
-            r.getMessage() for r in caplog.records if r.name == "pulsar_spark.spark.subscription"
+            r.getMessage() for r in caplog.records if r.name == "pulsar_spark.source.subscription"
         ]
         assert len(warnings) == 1
         assert warnings[0].startswith(

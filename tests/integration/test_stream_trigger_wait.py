@@ -15,7 +15,7 @@ from support.topics import partition_of
 from support.waiting import wait_until
 from test_stream_bytes_limit import split
 
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

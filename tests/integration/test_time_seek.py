@@ -22,9 +22,9 @@ from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.time_seek import _EntryReads, first_published_at
 from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.message_id import MessageId
+from pulsar_spark.source.planning import PartitionRead
+from pulsar_spark.source.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.batch_reader import PulsarBatchReader
-from pulsar_spark.spark.planning import PartitionRead
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
 from pulsar_spark.topic import full_topic_name
 
 pytestmark = pytest.mark.integration

@@ -39,7 +39,7 @@ from pulsar_spark.client.settings import ClientSettings, ProducerSettings
 from pulsar_spark.client.transactions import TransactionCoordinators
 from pulsar_spark.local import ApacheBroker, LocalBroker
 from pulsar_spark.protocol.encode import OutgoingMessage
-from pulsar_spark.spark.planning import make_lookup
+from pulsar_spark.source.planning import make_lookup
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

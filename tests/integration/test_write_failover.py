@@ -22,8 +22,8 @@ from pulsar_spark.client.failover import ActiveCluster
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.protocol.encode import OutgoingMessage
-from pulsar_spark.spark.planning import make_lookup
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.planning import make_lookup
+from pulsar_spark.source.write_options import WriteOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.apache]
 

@@ -23,7 +23,7 @@ import pulsar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+from pulsar_spark.source.read_options import ReadMode, ReadOptions
 from pulsar_spark.spark.stream_reader import PulsarStreamReader
 
 from .topics import full, partition_of

@@ -16,13 +16,13 @@ from pulsar_spark.protocol.compression import codec_from_name, compress
 from pulsar_spark.protocol.encode import OutgoingMessage, encode_single_message_metadata
 from pulsar_spark.protocol.payload import PayloadSection
 from pulsar_spark.protocol.read_stage import RawEntry
-from pulsar_spark.spark.counting import (
+from pulsar_spark.source.counting import (
     KeptCounters,
     MessageCounter,
     limit_byte_ends,
     payload_sizes,
 )
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 
 def raw_entry(

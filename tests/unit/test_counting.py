@@ -27,14 +27,14 @@ from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.payload import PayloadSection
 from pulsar_spark.protocol.read_stage import RawEntry, kept_indexes
-from pulsar_spark.spark.counting import (
+from pulsar_spark.source.counting import (
     Ahead,
     KeptCounters,
     MessageCounter,
     ahead_for,
     countable,
 )
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
 
 # --- building entries ------------------------------------------------------------------------
 

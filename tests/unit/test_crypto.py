@@ -35,8 +35,8 @@ from pulsar_spark.protocol.crypto import (
 )
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.protocol.payload import parse_payload_section
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.read_options import ReadMode, ReadOptions
+from pulsar_spark.source.write_options import WriteOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "crypto"
 # A 2048-bit key pair made with `openssl genpkey`, and a data key of 32 zero bytes wrapped for

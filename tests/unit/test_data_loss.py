@@ -14,9 +14,9 @@ import pytest
 from pulsar_spark.common.data_loss import DataLossPolicy, ends_before
 from pulsar_spark.errors import DataLossError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.planning import PartitionRef
-from pulsar_spark.spark.stream_ranges import EndOf, Ranges, next_ranges
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.planning import PartitionRef
+from pulsar_spark.source.stream_ranges import EndOf, Ranges, next_ranges
 
 T = "persistent://public/default/t"
 P0 = PartitionRef(T, 0, f"{T}-partition-0")

@@ -13,9 +13,9 @@ from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.read_options import ReadMode, ReadOptions, check_read_options
-from pulsar_spark.spark.value_schemas import answering_cluster
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.read_options import ReadMode, ReadOptions, check_read_options
+from pulsar_spark.source.value_schemas import answering_cluster
+from pulsar_spark.source.write_options import WriteOptions
 
 C1 = "pulsar://c1.example:6650"
 C2 = "pulsar://c2.example:6650"

@@ -11,7 +11,7 @@ import pytest
 
 import pulsar_spark
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.lag import entries_behind, offset_lag
+from pulsar_spark.source.lag import entries_behind, offset_lag
 from pulsar_spark.spark.stream_reader import _log_lag
 
 P0 = "persistent://public/default/t-partition-0"

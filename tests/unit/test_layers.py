@@ -4,10 +4,12 @@ be used, what the sans-IO protocol layer may not touch, and no circle of imports
 The layers, lowest first: ``errors`` (the one exception tree), the shared base modules
 (message ids, topic names), ``common`` (what both connectors use, importing neither), then
 Pulsar's ``protocol`` (bytes in, values out), ``client`` (connections and I/O) and ``arrow``
-(Arrow conversion) on top of it, then ``spark``; ``jobs`` and ``local`` are programs beside
-them. TubeMQ's package has the same layers of its own (``tubemq.wire`` sans-IO like
-``protocol``, then ``tubemq.client``, ``tubemq.arrow``, ``tubemq.spark``) over ``errors`` and
-``common``; no Pulsar module imports it. The few Pulsar modules it still borrows are listed in
+(Arrow conversion) on top of it, then ``source`` (the source's and sink's own logic: options,
+positions, offsets, planning, counting, failover; no PySpark), then ``spark`` (the data
+sources, readers and writers Spark calls); ``jobs`` and ``local`` are programs beside them.
+TubeMQ's package has the same layers of its own (``tubemq.wire`` sans-IO like ``protocol``,
+then ``tubemq.client``, ``tubemq.arrow``, ``tubemq.spark``) over ``errors`` and ``common``; no
+Pulsar module imports it. The few Pulsar modules it still borrows are listed in
 :data:`BORROWED`. Imports inside ``if TYPE_CHECKING:`` are for type checkers only and are not
 counted.
 """
@@ -30,13 +32,15 @@ MAY_IMPORT = {
     "protocol": PULSAR | {"protocol"},
     "client": PULSAR | {"protocol", "client"},
     "arrow": PULSAR | {"protocol", "arrow"},
-    "spark": PULSAR | {"protocol", "client", "arrow", "spark"},
+    "source": PULSAR | {"protocol", "client", "arrow", "source"},
+    "spark": PULSAR | {"protocol", "client", "arrow", "source", "spark"},
     "tubemq": {"errors", "tubemq"},
     "tubemq.wire": TUBEMQ | {"tubemq.wire"},
     "tubemq.client": TUBEMQ | {"tubemq.wire", "tubemq.client"},
     "tubemq.arrow": TUBEMQ | {"tubemq.wire", "tubemq.arrow"},
     "tubemq.spark": TUBEMQ | {"tubemq.wire", "tubemq.client", "tubemq.arrow", "tubemq.spark"},
-    "root": {"errors", "base", "spark", "tubemq.spark"},  # registration of the data sources
+    # the package itself: registration of the data sources, and the lag of a query
+    "root": {"errors", "base", "source", "spark", "tubemq.spark"},
     "jobs": {"errors", "base", "root", "local", "spark"},
     "local": {"errors", "base", "local"},
 }
@@ -54,7 +58,7 @@ BORROWED = {
         "pulsar_spark.client.settings",
         "pulsar_spark.client.tls",
         "pulsar_spark.spark.datasource",
-        "pulsar_spark.spark.positions",
+        "pulsar_spark.source.positions",
     },
 }
 PYSPARK_LAYERS = {"spark", "tubemq.spark", "jobs", "root"}
@@ -165,6 +169,7 @@ def test_pyspark_is_used_in_the_spark_layer_only() -> None:
         if layer(module) not in PYSPARK_LAYERS
     }
     assert {module: found for module, found in uses.items() if found} == {}
+    assert sum(layer(m) == "source" for m in uses) > 15  # every source module was read
 
 
 def test_the_protocol_layer_has_no_io_threads_clock_or_randomness() -> None:
@@ -203,12 +208,13 @@ def test_no_circle_of_imports() -> None:
 def test_the_rules_catch_what_they_are_for() -> None:
     """The checks read real imports: a protocol module that imported time, or a client
     module that imported the spark layer, would be caught."""
-    tree = ast.parse("import time\nfrom pulsar_spark.spark.offsets import Offsets\n")
+    tree = ast.parse("import time\nfrom pulsar_spark.source.offsets import Offsets\n")
     found = list(_imports(tree.body))
-    assert found == ["time", "pulsar_spark.spark.offsets", "pulsar_spark.spark.offsets.Offsets"]
-    assert layer("pulsar_spark.spark.offsets") not in MAY_IMPORT["client"]
+    assert found == ["time", "pulsar_spark.source.offsets", "pulsar_spark.source.offsets.Offsets"]
+    assert layer("pulsar_spark.source.offsets") not in MAY_IMPORT["client"]
+    assert layer("pulsar_spark.spark.writer") not in MAY_IMPORT["source"]
     assert not may_import("pulsar_spark.client.reader", "pulsar_spark.tubemq.client.cluster")
-    assert not may_import("pulsar_spark.spark.counting", "pulsar_spark.tubemq.spark.limits")
+    assert not may_import("pulsar_spark.source.counting", "pulsar_spark.tubemq.spark.limits")
     assert not may_import("pulsar_spark.common.data_loss", "pulsar_spark.message_id")
     assert not may_import("pulsar_spark.common.retry", "pulsar_spark.client.connection")
     assert not may_import("pulsar_spark.tubemq.wire.rpc", "pulsar_spark.protocol.encode")

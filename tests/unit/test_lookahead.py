@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator
 import pytest
 
 from pulsar_spark.errors import PollTimeoutError, PulsarConnectionError
-from pulsar_spark.spark.lookahead import Lookahead, Stopped
+from pulsar_spark.source.lookahead import Lookahead, Stopped
 
 
 class Source:

@@ -14,7 +14,7 @@ from test_unsupported_options import warning as no_effect
 from test_unsupported_options import warnings  # noqa: F401 (the fixture, used by name)
 
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.write_options import WriteOptions
 
 URL = "pulsar://localhost:6650"
 

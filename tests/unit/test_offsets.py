@@ -15,7 +15,7 @@ import pytest
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.read_stage import ReadRange
-from pulsar_spark.spark.offsets import (
+from pulsar_spark.source.offsets import (
     NOTHING_CONSUMED,
     PulsarOffset,
     consumed_before,

@@ -11,8 +11,8 @@ import pytest
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.planning import PartitionRef, resolve_partitions
-from pulsar_spark.spark.positions import (
+from pulsar_spark.source.planning import PartitionRef, resolve_partitions
+from pulsar_spark.source.positions import (
     AtTime,
     Earliest,
     Latest,
@@ -21,7 +21,7 @@ from pulsar_spark.spark.positions import (
     parse_offsets,
     parse_time,
 )
-from pulsar_spark.spark.read_options import (
+from pulsar_spark.source.read_options import (
     ReadMode,
     ReadOptions,
     TopicSelection,

@@ -23,9 +23,9 @@ from pulsar_spark.client.oauth2 import OAuth2Authentication
 from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.common import option_values
 from pulsar_spark.errors import ConfigurationError, CredentialsError
-from pulsar_spark.spark.client_options import CLIENT_OPTIONS, CLIENT_WITHOUT_EFFECT
-from pulsar_spark.spark.read_options import READER_WITHOUT_EFFECT, ReadMode, ReadOptions
-from pulsar_spark.spark.write_options import PRODUCER_WITHOUT_EFFECT, WriteOptions
+from pulsar_spark.source.client_options import CLIENT_OPTIONS, CLIENT_WITHOUT_EFFECT
+from pulsar_spark.source.read_options import READER_WITHOUT_EFFECT, ReadMode, ReadOptions
+from pulsar_spark.source.write_options import PRODUCER_WITHOUT_EFFECT, WriteOptions
 
 TLS_URL = "pulsar+ssl://broker.example:6651"
 PLAIN_URL = "pulsar://broker.example:6650"

@@ -8,8 +8,8 @@ import pytest
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.read_stage import ReadRange
-from pulsar_spark.spark.planning import PartitionRead, PartitionRef
-from pulsar_spark.spark.splitting import split, split_reads
+from pulsar_spark.source.planning import PartitionRead, PartitionRef
+from pulsar_spark.source.splitting import split, split_reads
 
 TOPIC = "persistent://public/default/t"
 REF = PartitionRef(TOPIC, 0, f"{TOPIC}-partition-0")

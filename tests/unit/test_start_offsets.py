@@ -10,9 +10,9 @@ import pytest
 
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.planning import PartitionRef
-from pulsar_spark.spark.positions import (
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.planning import PartitionRef
+from pulsar_spark.source.positions import (
     AtTime,
     Earliest,
     Latest,
@@ -20,7 +20,7 @@ from pulsar_spark.spark.positions import (
     Specific,
     TimesByPartition,
 )
-from pulsar_spark.spark.start_offsets import initial_offset, start_position
+from pulsar_spark.source.start_offsets import initial_offset, start_position
 
 T = "persistent://public/default/t"
 P0 = PartitionRef(T, 0, f"{T}-partition-0")

@@ -22,8 +22,8 @@ from pulsar_spark.protocol.connection import ClientConnection, Response
 from pulsar_spark.protocol.framing import FrameDecoder, encode_command
 from pulsar_spark.protocol.payload import encode_payload_section, parse_payload_section
 from pulsar_spark.protocol.transactions import TxnId
-from pulsar_spark.spark import transactional
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source import transactional
+from pulsar_spark.source.write_options import WriteOptions
 
 Type = pb.BaseCommand.Type
 TXN = TxnId(3, 2**63 + 5)  # a least-significant half above 2^63 travels as uint64

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.trigger_wait import TriggerWait
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.trigger_wait import TriggerWait
 
 
 class Clock:

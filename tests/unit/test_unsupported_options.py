@@ -15,10 +15,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pulsar_spark.common import option_values
 from pulsar_spark.common.option_values import Unsupported
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark import datasource
-from pulsar_spark.spark.client_options import CLIENT_UNSUPPORTED, CLIENT_WITHOUT_EFFECT
-from pulsar_spark.spark.datasource import PulsarDataSource
-from pulsar_spark.spark.read_options import (
+from pulsar_spark.source.client_options import CLIENT_UNSUPPORTED, CLIENT_WITHOUT_EFFECT
+from pulsar_spark.source.read_options import (
     READ_OPTIONS,
     READER_UNSUPPORTED,
     READER_WITHOUT_EFFECT,
@@ -26,12 +24,14 @@ from pulsar_spark.spark.read_options import (
     ReadOptions,
     check_read_options,
 )
-from pulsar_spark.spark.write_options import (
+from pulsar_spark.source.write_options import (
     PRODUCER_UNSUPPORTED,
     PRODUCER_WITHOUT_EFFECT,
     WRITE_OPTIONS,
     WriteOptions,
 )
+from pulsar_spark.spark import datasource
+from pulsar_spark.spark.datasource import PulsarDataSource
 from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 
 PLAIN_URL = "pulsar://broker.example:6650"

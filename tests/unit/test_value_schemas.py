@@ -291,7 +291,7 @@ def test_types_without_a_mapping() -> None:
 
 def test_value_format_option() -> None:
     from pulsar_spark.errors import ConfigurationError
-    from pulsar_spark.spark.read_options import ReadMode, ReadOptions
+    from pulsar_spark.source.read_options import ReadMode, ReadOptions
 
     base = {"service.url": "pulsar://localhost:6650", "topic": "t"}
     assert ReadOptions.parse(base, mode=ReadMode.BATCH).value_format == "auto"

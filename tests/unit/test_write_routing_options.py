@@ -11,7 +11,7 @@ from pyspark.sql.types import DataType, IntegerType, LongType, StringType, Struc
 from pulsar_spark.arrow.encode import Rows
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.routing import SinglePartition
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.write_options import WriteOptions
 from pulsar_spark.spark.writer import check_schema
 
 BASE = {"service.url": "pulsar://localhost:6650", "topic": "t"}

@@ -9,7 +9,7 @@ clock restarts, whether or not messages arrived. Under ``Trigger.AvailableNow`` 
 arrive, so the stream does not wait (the caller does not ask).
 
 Message ids are not dense, so the messages available are counted by receiving the entries
-after each partition's start (:class:`~pulsar_spark.spark.counting.MessageCounter`). Counts
+after each partition's start (:class:`~pulsar_spark.source.counting.MessageCounter`). Counts
 are kept per start: each ``latestOffset`` while the stream waits counts only what arrived
 since the last, and stops counting once ``minimum`` is reached.
 """
@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.counting import MessageCounter
-from pulsar_spark.spark.offsets import has_messages_after
+from pulsar_spark.source.counting import MessageCounter
+from pulsar_spark.source.offsets import has_messages_after
 
 Counter = Callable[[str, MessageId, MessageId], MessageCounter]
 """Opens a counter over (start, last] of the named partition."""

@@ -17,7 +17,7 @@ from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, Clusters
 from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.common.option_values import OptionValues
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.spark.client_options import SERVICE_URL
+from pulsar_spark.source.client_options import SERVICE_URL
 
 SECONDARY_SERVICE_URLS = "failover.secondaryServiceUrls"
 FAILOVER_DELAY_MS = FAILOVER_DELAY_OPTION

@@ -1,7 +1,7 @@
 """Where a stream starts: ``startingOffsets`` / ``startingTime`` / ``startingOffsetsByTime``
 turned into concrete offsets.
 
-An offset holds, per partition, the last message consumed (see :mod:`pulsar_spark.spark.offsets`),
+An offset holds, per partition, the last message consumed (see :mod:`pulsar_spark.source.offsets`),
 so a start is resolved to the position just *before* the first message to read: a user-given
 id (inclusive) becomes the position before it, ``earliest`` is "nothing consumed", ``latest``
 the partition's last message, and a time (the same for all, or each partition's own) the
@@ -16,9 +16,9 @@ from typing import Protocol
 
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED, PulsarOffset, consumed_before
-from pulsar_spark.spark.planning import PartitionRef, first_published, last_message_id
-from pulsar_spark.spark.positions import (
+from pulsar_spark.source.offsets import NOTHING_CONSUMED, PulsarOffset, consumed_before
+from pulsar_spark.source.planning import PartitionRef, first_published, last_message_id
+from pulsar_spark.source.positions import (
     AtTime,
     Earliest,
     Latest,

@@ -24,7 +24,7 @@ from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
 from pulsar_spark.client.time_seek import first_published_at
 from pulsar_spark.errors import TopicNotFoundError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.read_options import ReadOptions, TopicSelection
+from pulsar_spark.source.read_options import ReadOptions, TopicSelection
 from pulsar_spark.topic import TopicName
 
 _log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.protocol.crypto import CryptoFailureAction
 from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.read_stage import ReadRange
-from pulsar_spark.spark.planning import PartitionRead, make_lookup
-from pulsar_spark.spark.value_schemas import value_decoder
+from pulsar_spark.source.planning import PartitionRead, make_lookup
+from pulsar_spark.source.value_schemas import value_decoder
 
 
 def read_partition(

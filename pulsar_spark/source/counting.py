@@ -40,8 +40,8 @@ from pulsar_spark.protocol.compression import decompress
 from pulsar_spark.protocol.crypto import is_encrypted
 from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, is_batch
 from pulsar_spark.protocol.read_stage import Key, RawEntry, ReadRange, kept_indexes
-from pulsar_spark.spark.lookahead import Direct, Lookahead, Stopped
-from pulsar_spark.spark.offsets import has_messages_after
+from pulsar_spark.source.lookahead import Direct, Lookahead, Stopped
+from pulsar_spark.source.offsets import has_messages_after
 
 P_co = TypeVar("P_co", covariant=True)
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.planning import PartitionRead
+from pulsar_spark.source.planning import PartitionRead
 
 
 def split_reads(reads: Sequence[PartitionRead], min_partitions: int | None) -> list[PartitionRead]:

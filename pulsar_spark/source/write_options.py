@@ -3,7 +3,7 @@
 Checked when the DataFrame is defined, like the read options: every error names the option and
 what it accepts, unknown options are refused, the Java producer's settings that mean nothing
 here are accepted with a warning, and those it would not honour (routing) are refused.
-Encryption: :mod:`pulsar_spark.spark.crypto_options`.
+Encryption: :mod:`pulsar_spark.source.crypto_options`.
 """
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ from pulsar_spark.common.option_values import (
 )
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.routing import HASHING_SCHEMES, JAVA_STRING_HASH
-from pulsar_spark.spark.client_options import (
+from pulsar_spark.source.client_options import (
     CLIENT_OPTIONS,
     CLIENT_UNSUPPORTED,
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.crypto_options import (
+from pulsar_spark.source.crypto_options import (
     ENCRYPTION_KEYS,
     PUBLIC_KEY_FILES,
     producer_encryption,
 )
-from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, write_clusters
-from pulsar_spark.spark.schema_options import (
+from pulsar_spark.source.failover_options import FAILOVER_OPTIONS, write_clusters
+from pulsar_spark.source.schema_options import (
     DEFINITION,
     KEY_SCHEMA,
     VALUE_SCHEMA,

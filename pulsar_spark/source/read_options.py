@@ -40,21 +40,21 @@ from pulsar_spark.common.option_values import (
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo
-from pulsar_spark.spark.client_options import (
+from pulsar_spark.source.client_options import (
     CLIENT_OPTIONS,
     CLIENT_UNSUPPORTED,
     CLIENT_WITHOUT_EFFECT,
     SERVICE_URL,
     client_settings,
 )
-from pulsar_spark.spark.crypto_options import (
+from pulsar_spark.source.crypto_options import (
     CRYPTO_FAILURE_ACTION,
     PRIVATE_KEY_FILES,
     failure_action,
     private_keys,
 )
-from pulsar_spark.spark.failover_options import FAILOVER_OPTIONS, failover_clusters
-from pulsar_spark.spark.positions import (
+from pulsar_spark.source.failover_options import FAILOVER_OPTIONS, failover_clusters
+from pulsar_spark.source.positions import (
     Bound,
     Earliest,
     Latest,
@@ -64,7 +64,7 @@ from pulsar_spark.spark.positions import (
     parse_time,
     parse_times,
 )
-from pulsar_spark.spark.schema_options import (
+from pulsar_spark.source.schema_options import (
     DEFINITION,
     SCHEMA_TYPES,
     VALUE_SCHEMA,

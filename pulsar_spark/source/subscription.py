@@ -60,7 +60,7 @@ from pulsar_spark.client.durable import acknowledge_through, mark_delete_positio
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.errors import PulsarSparkError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.planning import PartitionRef
+from pulsar_spark.source.planning import PartitionRef
 from pulsar_spark.topic import TopicName
 
 log = logging.getLogger(__name__)

@@ -54,8 +54,8 @@ from pulsar_spark.client.transactions import TransactionCoordinators
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.transactions import TxnId
-from pulsar_spark.spark.planning import make_lookup
-from pulsar_spark.spark.write_options import WriteOptions
+from pulsar_spark.source.planning import make_lookup
+from pulsar_spark.source.write_options import WriteOptions
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from pulsar_spark.client.settings import ClientSettings
 from pulsar_spark.errors import ConfigurationError, PulsarSparkError, SchemaError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.schemas import SchemaInfo, schema_topic
-from pulsar_spark.spark.planning import make_lookup, match_pattern
-from pulsar_spark.spark.read_options import ReadOptions
-from pulsar_spark.spark.schema_options import DEFINITION, VALUE_SCHEMA
+from pulsar_spark.source.planning import make_lookup, match_pattern
+from pulsar_spark.source.read_options import ReadOptions
+from pulsar_spark.source.schema_options import DEFINITION, VALUE_SCHEMA
 
 log = logging.getLogger(__name__)
 

@@ -47,10 +47,10 @@ from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.errors import DataLossError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.read_stage import ReadRange
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED
-from pulsar_spark.spark.planning import PartitionRead, PartitionRef, make_lookup
-from pulsar_spark.spark.reading import read_partition
-from pulsar_spark.spark.subscription import SubscriptionKeeper
+from pulsar_spark.source.offsets import NOTHING_CONSUMED
+from pulsar_spark.source.planning import PartitionRead, PartitionRef, make_lookup
+from pulsar_spark.source.reading import read_partition
+from pulsar_spark.source.subscription import SubscriptionKeeper
 
 log = logging.getLogger(__name__)
 

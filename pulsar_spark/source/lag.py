@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import PulsarOffset
+from pulsar_spark.source.offsets import PulsarOffset
 
 
 def entries_behind(end: MessageId, latest: MessageId) -> int | None:

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.message_id import MessageId
-from pulsar_spark.spark.offsets import NOTHING_CONSUMED, has_messages_after
-from pulsar_spark.spark.planning import PartitionRef
+from pulsar_spark.source.offsets import NOTHING_CONSUMED, has_messages_after
+from pulsar_spark.source.planning import PartitionRef
 
 EndOf = Callable[[PartitionRef], MessageId | None]
 
