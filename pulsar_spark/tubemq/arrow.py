@@ -23,13 +23,15 @@ timestamp   timestamp           ``$msgTime$`` (minute precision, read as UTC); n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 from datetime import datetime, timezone
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.schema import PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, TubeMessage, parse_attributes
+from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, TubeMessages, parse_attributes
 
 TUBEMQ_SCHEMA_DDL = (
     "value binary, topic string, partition string, offset bigint, "
@@ -48,8 +50,10 @@ TUBEMQ_ARROW_SCHEMA = pa.schema(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def msg_time(text: str | None) -> datetime | None:
-    """``yyyyMMddHHmm`` as a UTC datetime; None when absent or not a valid time."""
+    """``yyyyMMddHHmm`` as a UTC datetime; None when absent or not a valid time. Producers
+    stamp the minute, so the same few texts come again and again: answers are kept."""
     if not text or len(text) != 12 or not text.isdigit():
         return None
     try:
@@ -59,19 +63,31 @@ def msg_time(text: str | None) -> datetime | None:
 
 
 def messages_to_batch(
-    topic: str, partition: str, offsets: Sequence[int], messages: Sequence[TubeMessage]
+    topic: str, partition: str, offsets: npt.NDArray[np.int64], messages: TubeMessages
 ) -> pa.RecordBatch:
-    """One record batch of ``messages``, the message at index i with offset ``offsets[i]``."""
-    attributes = [parse_attributes(m.attributes) for m in messages]
+    """One record batch of ``messages``, the message at index i with offset ``offsets[i]``.
+
+    Attribute strings repeat (producers set the same types and minute): each distinct one is
+    parsed once, and its map and time are taken for every message that has it.
+    """
     count = len(messages)
+    distinct = list(dict.fromkeys(messages.attributes))
+    if len(distinct) == 1:
+        codes = np.zeros(count, dtype=np.int32)
+    else:
+        index = {text: i for i, text in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, messages.attributes), np.int32, count)
+    parsed = [parse_attributes(text) for text in distinct]
+    maps = pa.array([list(items.items()) for items in parsed], PROPERTIES_TYPE)
+    times = pa.array([msg_time(items.get(MSG_TIME_KEY)) for items in parsed], TIMESTAMP_TYPE)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([m.value for m in messages], pa.binary()),
-            pa.array([topic] * count, pa.string()),
-            pa.array([partition] * count, pa.string()),
+            pa.array(messages.values, pa.binary()),
+            pa.repeat(topic, count),
+            pa.repeat(partition, count),
             pa.array(offsets, pa.int64()),
-            pa.array([list(a.items()) for a in attributes], PROPERTIES_TYPE),
-            pa.array([msg_time(a.get(MSG_TIME_KEY)) for a in attributes], TIMESTAMP_TYPE),
+            maps.take(codes),
+            times.take(codes),
         ],
         schema=TUBEMQ_ARROW_SCHEMA,
     )

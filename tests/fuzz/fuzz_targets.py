@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 from fuzz_inputs import mutate_bytes
 from support import protobuf_messages
@@ -285,7 +286,7 @@ def read_tubemq(data: bytes) -> int:
             response = rpc.decode_response(frame)
             if isinstance(response.message, broker_pb.GetMessageResponseB2C):
                 found = tube_messages.decode_messages(response.message)
-                messages_to_batch("fuzz", "1:1", list(range(len(found))), found)
+                messages_to_batch("fuzz", "1:1", np.arange(len(found)), found)
                 read += len(found)
         except (PulsarSparkError, TubeMQRemoteCallError):
             continue

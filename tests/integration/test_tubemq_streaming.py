@@ -166,7 +166,7 @@ def test_heartbeats_keep_a_paused_read_registered(
             # with heartbeats the registration stayed: the read goes on; without, it is gone
             got = []
             while (batch := beating.fetch()) is not None:
-                got += [m.value for m in batch.messages]
+                got += batch.messages.values
         assert got == [value for value, _, key in sent if key == first.key]
         with pytest.raises(TubeMQHeartbeatNodeMissingError):
             silent.fetch()

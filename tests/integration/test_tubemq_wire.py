@@ -127,7 +127,7 @@ def read_partition(broker: TubeMQConnection, topic: str, group: str, partition: 
         if reply.errCode == 404:  # "The request offset reached maxOffset!"
             break
         assert reply.errCode == 200, reply.errMsg
-        found.extend(messages.decode_messages(reply))
+        found.extend(messages.decode_messages(reply).rows())
     else:
         pytest.fail(f"partition {partition} never reported its end")
     committed = broker.call(
@@ -255,7 +255,7 @@ def test_offsets_are_store_positions_shared_by_the_partitions(
                 break
             replies.append(reply)
         assert replies[0].currOffset == offsets[1]  # where the read started
-        found = [m.value for r in replies for m in messages.decode_messages(r)]
+        found = [value for r in replies for value in messages.decode_messages(r).values]
         assert found == [b"offset probe 1"]
         commit = broker_pb.CommitOffsetRequestC2B(groupName="offsets", **where)
         committed = broker.call(commit, broker_pb.CommitOffsetResponseB2C)

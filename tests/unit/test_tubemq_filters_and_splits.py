@@ -19,7 +19,7 @@ from pulsar_spark.tubemq.spark.reader import (
     TubeRead,
     split_reads,
 )
-from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.messages import TubeMessage, TubeMessages
 from pulsar_spark.tubemq.wire.metadata import BrokerInfo
 
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)
@@ -147,8 +147,8 @@ def test_messages_of_other_types_the_broker_let_through_are_dropped(
 
     def replies(*args: object, filters: tuple[str, ...], **kwargs: object) -> Iterator[Batch]:
         assert filters == ("Aa",)
-        yield Batch(0, sent, scanned_to=4 * 28)  # each message's offset is known
-        yield Batch(112, [typed(5, "BB")], scanned_to=196)
+        yield Batch(0, TubeMessages.of(sent), scanned_to=4 * 28)  # each message's offset is known
+        yield Batch(112, TubeMessages.of([typed(5, "BB")]), scanned_to=196)
 
     monkeypatch.setattr(reader_module, "read_range", replies)
     task = TubeRead(partition(0), 0, 196, "g", 1.0, True, 0.0, filters=("Aa",))

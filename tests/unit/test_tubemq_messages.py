@@ -25,7 +25,7 @@ def reply(captured: bytes) -> broker_pb.GetMessageResponseB2C:
 def test_two_messages_written_by_this_package() -> None:
     response = reply(golden.GET_TWO_MESSAGES_REPLY)
     assert (response.currOffset, response.maxOffset) == (0, 56)
-    assert messages.decode_messages(response) == [
+    assert messages.decode_messages(response).rows() == [
         TubeMessage(2473019858267144192, b"hello tubemq", OWN_ATTRIBUTES, 1),
         TubeMessage(2473011463531266048, b"plain", None, 0),
     ]
@@ -33,7 +33,7 @@ def test_two_messages_written_by_this_package() -> None:
 
 def test_java_message_with_attributes_and_system_headers() -> None:
     response = reply(golden.GET_JAVA_FULL_REPLY)
-    (message,) = messages.decode_messages(response)
+    (message,) = messages.decode_messages(response).rows()
     assert message == TubeMessage(
         2379089522840305664,
         b"java value 1",
@@ -53,10 +53,10 @@ def test_java_message_with_attributes_and_system_headers() -> None:
 
 
 def test_java_plain_message_and_binary_value() -> None:
-    assert messages.decode_messages(reply(golden.GET_JAVA_PLAIN_REPLY)) == [
+    assert messages.decode_messages(reply(golden.GET_JAVA_PLAIN_REPLY)).rows() == [
         TubeMessage(2379028388594581504, b"java value 2", None, 0)
     ]
-    assert messages.decode_messages(reply(golden.GET_JAVA_ATTRIBUTES_ONLY_REPLY)) == [
+    assert messages.decode_messages(reply(golden.GET_JAVA_ATTRIBUTES_ONLY_REPLY)).rows() == [
         TubeMessage(2379016181810987008, b"\x00\x01\x02\xff", "only=attrs", 1)
     ]
 
@@ -65,7 +65,7 @@ def test_empty_batch() -> None:
     response = reply(golden.GET_EMPTY_BATCH_REPLY)
     assert response.errCode == 200
     assert (response.currOffset, response.currDataDlt, response.maxOffset) == (0, 315, 140)
-    assert messages.decode_messages(response) == []
+    assert messages.decode_messages(response).rows() == []
 
 
 def test_checksums_match_the_brokers() -> None:
@@ -186,3 +186,67 @@ def test_format_attributes_refuses_what_the_format_cannot_carry(
 ) -> None:
     with pytest.raises(LocalProtocolError, match=message):
         messages.format_attributes(properties, **kwargs)
+
+
+def many(*entries: tuple[int, bytes, int, int | None]) -> broker_pb.GetMessageResponseB2C:
+    """A reply of (id, payload, flag, checksum or None for the right one) messages."""
+    response = broker_pb.GetMessageResponseB2C(success=True, errCode=200)
+    for message_id, payload, flag, checksum in entries:
+        response.messages.add(
+            messageId=message_id,
+            checkSum=messages.checksum(payload) if checksum is None else checksum,
+            payLoadData=payload,
+            flag=flag,
+        )
+    return response
+
+
+def test_a_reply_decodes_to_columns_message_by_message() -> None:
+    with_attributes, _ = messages.encode_payload(b"second", "k=v")
+    response = many(
+        (11, b"first", 0, None),
+        (12, with_attributes, 1, None),
+        (13, bytes(4) + b"third", 1, None),
+        (14, b"fourth", 4, None),
+    )
+    decoded = messages.decode_messages(response)
+    assert decoded == messages.TubeMessages(
+        [11, 12, 13, 14],
+        [b"first", b"second", b"third", b"fourth"],
+        [None, "k=v", None, None],
+        [0, 1, 1, 4],
+    )
+    assert decoded.rows() == [messages.decode_message(m) for m in response.messages]
+    assert decoded.take([3, 1]).rows() == [
+        TubeMessage(14, b"fourth", None, 4),
+        TubeMessage(12, b"second", "k=v", 1),
+    ]
+    assert decoded.head(1).rows() == [TubeMessage(11, b"first", None, 0)]
+    assert messages.TubeMessages.of(decoded.rows()) == decoded
+
+
+def test_a_bad_checksum_in_a_reply_names_its_message() -> None:
+    response = many((21, b"fine", 0, None), (22, b"bad", 0, 5), (23, b"fine too", 0, None))
+    with pytest.raises(
+        ChecksumMismatchError, match="message 22: checksum 5 does not match the payload's"
+    ):
+        messages.decode_messages(response)
+    assert messages.decode_messages(response, verify=False).values == [b"fine", b"bad", b"fine too"]
+
+
+def test_a_corrupt_attribute_length_in_a_reply_names_its_message() -> None:
+    response = many((31, b"fine", 0, None), (32, bytes.fromhex("00000009") + b"ab", 1, None))
+    with pytest.raises(CorruptPayloadError, match="message 32: attribute length 9 does not fit"):
+        messages.decode_messages(response)
+
+
+def test_only_the_wanted_types_are_kept() -> None:
+    columns = messages.TubeMessages(
+        [1, 2, 3, 4, 5],
+        [b"1", b"2", b"3", b"4", b"5"],
+        ["$msgType$=Aa,k=v", "$msgType$=BB", None, "$msgType$=Aa,k=v", "k=Aa"],
+        [1, 1, 0, 1, 1],
+    )
+    assert messages.of_types(columns, ("Aa",)) == [0, 3]
+    assert messages.of_types(columns, ("Aa", "BB")) == [0, 1, 3]
+    assert messages.of_types(columns, ("C",)) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -28,7 +29,7 @@ from pulsar_spark.tubemq.spark.options import (
     TubeMQWriteOptions,
 )
 from pulsar_spark.tubemq.spark.writer import _attributes, check_write_schema
-from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.messages import TubeMessage, TubeMessages
 
 BASE = {"master.addresses": "m1:8715,m2:8716", "topic": "t"}
 
@@ -130,33 +131,47 @@ def test_arrow_schema_is_sparks() -> None:
 
 
 def test_messages_to_batch() -> None:
+    full = "$msgType$=x,$msgTime$=202611251530,k=v"
     batch = messages_to_batch(
         "t",
         "1:t:0",
-        [84, 112],
-        [
-            TubeMessage(1, b"a", "$msgType$=x,$msgTime$=202611251530,k=v", 1),
-            TubeMessage(2, b"", None, 0),
-        ],
+        np.array([84, 112, 140, 168]),
+        TubeMessages.of(
+            [
+                TubeMessage(1, b"a", full, 1),
+                TubeMessage(2, b"", None, 0),
+                TubeMessage(3, b"c", "k=w", 1),
+                TubeMessage(4, b"d", full, 1),
+            ]
+        ),
     )
     assert batch.schema == TUBEMQ_ARROW_SCHEMA
+    with_full = {
+        "attributes": [("$msgType$", "x"), ("$msgTime$", "202611251530"), ("k", "v")],
+        "timestamp": dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc),
+    }
+    common = {"topic": "t", "partition": "1:t:0"}
+    assert batch.to_pylist() == [
+        {"value": b"a", **common, "offset": 84, **with_full},
+        {"value": b"", **common, "offset": 112, "attributes": [], "timestamp": None},
+        {"value": b"c", **common, "offset": 140, "attributes": [("k", "w")], "timestamp": None},
+        {"value": b"d", **common, "offset": 168, **with_full},
+    ]
+
+
+def test_messages_to_batch_without_attributes() -> None:
+    plain = TubeMessages.of([TubeMessage(i, bytes([i]), None, 0) for i in range(3)])
+    batch = messages_to_batch("t", "1:t:2", np.array([0, 28, 56]), plain)
     assert batch.to_pylist() == [
         {
-            "value": b"a",
+            "value": bytes([i]),
             "topic": "t",
-            "partition": "1:t:0",
-            "offset": 84,
-            "attributes": [("$msgType$", "x"), ("$msgTime$", "202611251530"), ("k", "v")],
-            "timestamp": dt.datetime(2026, 11, 25, 15, 30, tzinfo=dt.timezone.utc),
-        },
-        {
-            "value": b"",
-            "topic": "t",
-            "partition": "1:t:0",
-            "offset": 112,
+            "partition": "1:t:2",
+            "offset": 28 * i,
             "attributes": [],
             "timestamp": None,
-        },
+        }
+        for i in range(3)
     ]
 
 

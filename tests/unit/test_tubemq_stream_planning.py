@@ -15,7 +15,7 @@ from pulsar_spark.tubemq.spark import reader as reader_module
 from pulsar_spark.tubemq.spark.limits import limited_ends
 from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions
 from pulsar_spark.tubemq.spark.reader import TubeMQStreamReader, TubeRead
-from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.messages import TubeMessage, TubeMessages
 from pulsar_spark.tubemq.wire.metadata import BrokerInfo
 
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)
@@ -143,7 +143,7 @@ def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.Monk
         *args: object, on_start_moved: Callable[[int], None], **kwargs: object
     ) -> Iterator[Batch]:
         on_start_moved(56)  # retention removed what lay before offset 56
-        yield Batch(56, [TubeMessage(7, b"v", None, 0)])
+        yield Batch(56, TubeMessages.of([TubeMessage(7, b"v", None, 0)]))
 
     monkeypatch.setattr(reader_module, "read_range", moved_start)
     read = TubeRead(partition(0), 28, 84, "g", 1.0, fail_on_data_loss=True, retry_for=0.0)
@@ -160,8 +160,10 @@ def test_a_start_the_store_no_longer_holds_is_lost_data(monkeypatch: pytest.Monk
 
 
 def test_message_offsets_are_known_when_a_read_scanned_only_its_messages() -> None:
-    two = [TubeMessage(1, b"a", None, 0), TubeMessage(2, b"b", None, 0)]
-    assert Batch(56, two, scanned_to=112).message_offsets() == [56, 84]
+    two = TubeMessages.of([TubeMessage(1, b"a", None, 0), TubeMessage(2, b"b", None, 0)])
+    offsets = Batch(56, two, scanned_to=112).message_offsets()
+    assert offsets is not None
+    assert offsets.tolist() == [56, 84]
     assert Batch(56, two, scanned_to=140).message_offsets() is None  # another entry between
     assert Batch(56, two).message_offsets() is None
 

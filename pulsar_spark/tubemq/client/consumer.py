@@ -50,6 +50,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
 from pulsar_spark.tubemq.client.cluster import TubePartition, connect
@@ -57,7 +60,7 @@ from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection,
 from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError, tubemq_error_for
 from pulsar_spark.tubemq.wire import messages
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
-from pulsar_spark.tubemq.wire.messages import TubeMessage
+from pulsar_spark.tubemq.wire.messages import TubeMessages
 
 REGISTER = 31
 UNREGISTER = 32
@@ -87,10 +90,10 @@ class Batch:
     once the next read showed it, the offset where it stopped (``scanned_to``)."""
 
     offset: int
-    messages: list[TubeMessage]
+    messages: TubeMessages
     scanned_to: int | None = None
 
-    def message_offsets(self) -> list[int] | None:
+    def message_offsets(self) -> npt.NDArray[np.int64] | None:
         """Each message's own offset, when the read scanned nothing but these messages (its
         span is one index entry per message); None when other partitions' entries lay
         between them, or the span is not known."""
@@ -98,7 +101,7 @@ class Batch:
             return None
         if self.scanned_to - self.offset != INDEX_ENTRY_SIZE * len(self.messages):
             return None
-        return [self.offset + INDEX_ENTRY_SIZE * i for i in range(len(self.messages))]
+        return self.offset + INDEX_ENTRY_SIZE * np.arange(len(self.messages), dtype=np.int64)
 
 
 class PartitionConsumer:
@@ -338,13 +341,13 @@ def _cut(consumer: PartitionConsumer, batch: Batch, end: int, timeout: float) ->
     (messages carry ids unique in the store)."""
     offsets = batch.message_offsets()
     if offsets is not None:
-        kept = sum(1 for offset in offsets if offset < end)
+        kept = int(np.count_nonzero(offsets < end))
     else:
         assert batch.scanned_to is not None
         boundary = _first_id_from(consumer, end, batch.scanned_to, timeout)
-        ids = [message.message_id for message in batch.messages]
+        ids = batch.messages.ids
         kept = ids.index(boundary) if boundary in ids else len(ids)
-    return Batch(batch.offset, batch.messages[:kept], end)
+    return Batch(batch.offset, batch.messages.head(kept), end)
 
 
 def _first_id_from(
@@ -357,7 +360,7 @@ def _first_id_from(
     while True:
         batch = consumer.fetch()
         if batch is not None and batch.messages:
-            return batch.messages[0].message_id
+            return batch.messages.ids[0]
         if batch is not None and batch.offset >= until:
             return None
         if batch is None and consumer.position() >= until:

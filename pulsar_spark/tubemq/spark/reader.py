@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
@@ -77,7 +78,7 @@ from pulsar_spark.tubemq.spark.options import (
     PerPartition,
     TubeMQReadOptions,
 )
-from pulsar_spark.tubemq.wire.messages import MSG_TYPE_KEY, TubeMessage, parse_attributes
+from pulsar_spark.tubemq.wire.messages import of_types
 
 
 @dataclass(frozen=True)
@@ -162,19 +163,15 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
         filters=read.filters,
         security=read.security,
     ):
-        offsets = batch.message_offsets() or [batch.offset] * len(batch.messages)
+        offsets = batch.message_offsets()
+        if offsets is None:
+            offsets = np.full(len(batch.messages), batch.offset, dtype=np.int64)
         messages = batch.messages
         if read.filters:
-            kept = [i for i, message in enumerate(messages) if _typed(message, read.filters)]
-            offsets, messages = [offsets[i] for i in kept], [messages[i] for i in kept]
+            kept = of_types(messages, read.filters)
+            offsets, messages = offsets[kept], messages.take(kept)
         if messages:
             yield messages_to_batch(read.partition.topic, read.partition.key, offsets, messages)
-
-
-def _typed(message: TubeMessage, types: tuple[str, ...]) -> bool:
-    """Whether ``message``'s type is one of ``types`` (the broker filters by the types' hashes,
-    which another type can share)."""
-    return parse_attributes(message.attributes).get(MSG_TYPE_KEY) in types
 
 
 def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
@@ -41,6 +41,7 @@ MSG_TIME_KEY = "$msgTime$"
 NO_CHECKSUM = -1
 
 _LENGTH = struct.Struct(">i")
+_CHECKSUM_MASK = 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,43 +60,120 @@ class TubeMessage:
 
 def checksum(payload: bytes) -> int:
     """TubeMQ's payload checksum: CRC-32 with the sign bit cleared, so it is never negative."""
-    return zlib.crc32(payload) & 0x7FFFFFFF
+    return zlib.crc32(payload) & _CHECKSUM_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class TubeMessages:
+    """The messages of one GetMessage reply as columns: message i is ``ids[i]``,
+    ``values[i]``, ``attributes[i]`` and ``flags[i]``."""
+
+    ids: list[int]
+    values: list[bytes]
+    attributes: list[str | None]
+    flags: list[int]
+
+    @classmethod
+    def of(cls, messages: Sequence[TubeMessage]) -> TubeMessages:
+        """The columns of ``messages``."""
+        return cls(
+            [m.message_id for m in messages],
+            [m.value for m in messages],
+            [m.attributes for m in messages],
+            [m.flag for m in messages],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, indexes: Sequence[int]) -> TubeMessages:
+        """The messages at ``indexes``, in that order."""
+        return TubeMessages(
+            [self.ids[i] for i in indexes],
+            [self.values[i] for i in indexes],
+            [self.attributes[i] for i in indexes],
+            [self.flags[i] for i in indexes],
+        )
+
+    def head(self, count: int) -> TubeMessages:
+        """The first ``count`` messages."""
+        return TubeMessages(
+            self.ids[:count], self.values[:count], self.attributes[:count], self.flags[:count]
+        )
+
+    def rows(self) -> list[TubeMessage]:
+        """One :class:`TubeMessage` per message."""
+        return [
+            TubeMessage(*fields)
+            for fields in zip(self.ids, self.values, self.attributes, self.flags, strict=True)
+        ]
 
 
 def decode_message(message: broker_pb.TransferedMessage, *, verify: bool = True) -> TubeMessage:
     """Split one stored message into value and attributes, checking its checksum first."""
     payload = message.payLoadData
-    if verify and checksum(payload) != message.checkSum:
-        raise ChecksumMismatchError(
-            f"message {message.messageId}: checksum {message.checkSum} does not match the "
-            f"payload's {checksum(payload)}"
-        )
+    if verify:
+        _verify(message.messageId, payload, message.checkSum)
     if not message.flag & FLAG_HAS_ATTRIBUTES:
         return TubeMessage(message.messageId, payload, None, message.flag)
+    value, attributes = _split(message.messageId, payload)
+    return TubeMessage(message.messageId, value, attributes, message.flag)
+
+
+def decode_messages(
+    response: broker_pb.GetMessageResponseB2C, *, verify: bool = True
+) -> TubeMessages:
+    """Every message of a GetMessage reply, in order, as columns.
+
+    The same as :func:`decode_message` for each, a field at a time: the checksums of the whole
+    reply are compared as one list, and only messages flagged with attributes are split.
+    """
+    stored = response.messages
+    ids = [m.messageId for m in stored]
+    payloads = [m.payLoadData for m in stored]
+    flags = [m.flag for m in stored]
+    if verify:
+        sums = [m.checkSum for m in stored]
+        if [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
+            for args in zip(ids, payloads, sums, strict=True):
+                _verify(*args)
+    attributes: list[str | None] = [None] * len(ids)
+    values = payloads
+    if any(flag & FLAG_HAS_ATTRIBUTES for flag in flags):
+        values = list(payloads)
+        for i, flag in enumerate(flags):
+            if flag & FLAG_HAS_ATTRIBUTES:
+                values[i], attributes[i] = _split(ids[i], payloads[i])
+    return TubeMessages(ids, values, attributes, flags)
+
+
+def _verify(message_id: int, payload: bytes, stored: int) -> None:
+    if checksum(payload) != stored:
+        raise ChecksumMismatchError(
+            f"message {message_id}: checksum {stored} does not match the "
+            f"payload's {checksum(payload)}"
+        )
+
+
+def _split(message_id: int, payload: bytes) -> tuple[bytes, str | None]:
+    """The value and attribute string of a payload flagged with attributes."""
     if len(payload) < _LENGTH.size:
         raise CorruptPayloadError(
-            f"message {message.messageId}: {len(payload)} bytes cannot hold an attribute length"
+            f"message {message_id}: {len(payload)} bytes cannot hold an attribute length"
         )
     (size,) = _LENGTH.unpack_from(payload)
     end = _LENGTH.size + size
     if size < 0 or end > len(payload):
         raise CorruptPayloadError(
-            f"message {message.messageId}: attribute length {size} does not fit in the "
+            f"message {message_id}: attribute length {size} does not fit in the "
             f"{len(payload) - _LENGTH.size} bytes after it"
         )
     try:
         attributes = payload[_LENGTH.size : end].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptPayloadError(f"message {message.messageId}: attributes are not UTF-8") from exc
+        raise CorruptPayloadError(f"message {message_id}: attributes are not UTF-8") from exc
     # The Java reader leaves the attributes unset (null) when their length is 0.
-    return TubeMessage(message.messageId, payload[end:], attributes or None, message.flag)
-
-
-def decode_messages(
-    response: broker_pb.GetMessageResponseB2C, *, verify: bool = True
-) -> list[TubeMessage]:
-    """Every message of a GetMessage reply, in order."""
-    return [decode_message(message, verify=verify) for message in response.messages]
+    return payload[end:], attributes or None
 
 
 def parse_attributes(attributes: str | None) -> dict[str, str]:
@@ -111,6 +189,16 @@ def parse_attributes(attributes: str | None) -> dict[str, str]:
         if len(parts) > 1 and parts[0].strip():
             pairs.setdefault(parts[0], parts[1])
     return pairs
+
+
+def of_types(messages: TubeMessages, types: tuple[str, ...]) -> list[int]:
+    """The indexes of the messages whose ``$msgType$`` is one of ``types``; each distinct
+    attribute string is parsed once."""
+    wanted = {
+        text: parse_attributes(text).get(MSG_TYPE_KEY) in types
+        for text in dict.fromkeys(messages.attributes)
+    }
+    return [i for i, text in enumerate(messages.attributes) if wanted[text]]
 
 
 def format_attributes(
