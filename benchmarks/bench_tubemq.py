@@ -72,12 +72,19 @@ def run(
     _, acked, java_write_ms = probe.run(
         "produce-timed", cluster.master, READ_TOPIC, str(n), str(size), timeout=900
     )[-1].split()
-    assert int(acked) == n, f"the Java producer stored {acked} of {n} messages"
-    java_write = n / (int(java_write_ms) / 1000)
-    print(f"  J: {int(java_write_ms) / 1000:.2f} s, {java_write:,.0f} msg/s", flush=True)
+    # The Java producer's callback may report a failed send (its default in-flight limit):
+    # its rate counts what it stored, and both sides then read exactly that.
+    stored = int(acked)
+    assert stored > n * 0.99, f"the Java producer stored {stored} of {n} messages"
+    java_write = stored / (int(java_write_ms) / 1000)
+    print(
+        f"  J: {int(java_write_ms) / 1000:.2f} s, {java_write:,.0f} msg/s "
+        f"({n - stored} sends failed)",
+        flush=True,
+    )
 
     spark = spark_session("bench_tubemq")
-    inputs = argparse.Namespace(messages=n, size=size, input_partitions=2)
+    inputs = argparse.Namespace(messages=n, size=size, input_partitions=2, keyed=False)
     data = input_frame(spark, inputs)
 
     def write() -> None:
@@ -104,13 +111,13 @@ def run(
             .save()
         )
 
-    spark_read = timed_run("A", 0, 1, n, read, case="read")
+    spark_read = timed_run("A", 0, 1, stored, read, case="read")
     _, got, total_ms, flowing_ms = probe.run(
-        "consume-timed", cluster.master, READ_TOPIC, "bench_java_group", str(n), timeout=900
+        "consume-timed", cluster.master, READ_TOPIC, "bench_java_group", str(stored), timeout=900
     )[-1].split()
-    assert int(got) >= n, f"the Java consumer read {got} of {n} messages"
-    java_read = n / (int(total_ms) / 1000)
-    java_flowing = n / (int(flowing_ms) / 1000)
+    assert int(got) >= stored, f"the Java consumer read {got} of {stored} messages"
+    java_read = stored / (int(total_ms) / 1000)
+    java_flowing = stored / (int(flowing_ms) / 1000)
     print(
         f"  J: {int(total_ms) / 1000:.2f} s from subscribing ({java_read:,.0f} msg/s), "
         f"{int(flowing_ms) / 1000:.2f} s from the first message ({java_flowing:,.0f} msg/s)",
@@ -162,6 +169,7 @@ def run(
         "spark_write": spark_write,
         "spark_read": spark_read,
         "java_write_ms": int(java_write_ms),
+        "java_write_failed": n - stored,
         "java_read_ms": int(total_ms),
         "java_read_flowing_ms": int(flowing_ms),
     }

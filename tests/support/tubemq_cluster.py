@@ -445,6 +445,7 @@ class JavaProbe:
     """The official Java client, through TubeMQProbe (see its header for the commands)."""
 
     def __init__(self, build_dir: Path) -> None:
+        build_dir.mkdir(parents=True, exist_ok=True)
         config = build_dir / "log4j2.properties"
         config.write_text(LOG4J2.format(level="warn"))
         self._classpath = f"{build_dir}{os.pathsep}{tubemq_jars() / '*'}"

@@ -91,20 +91,21 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
 
 
 def _outgoing(batch: pa.RecordBatch) -> list[Outgoing]:
-    values = batch.column("value").to_pylist()
-    has_attributes = "attributes" in batch.schema.names
-    attributes = batch.column("attributes").to_pylist() if has_attributes else None
-    outgoing = []
-    for row, value in enumerate(values):
-        if value is None:
-            raise ConfigurationError(
-                "column 'value': a row has a null value; TubeMQ messages need a body"
-            )
-        body = value.encode("utf-8") if isinstance(value, str) else value
-        items = dict(attributes[row] or []) if attributes is not None else {}
-        text, msg_type, msg_time = _attributes(items)
-        outgoing.append(Outgoing(body, text, msg_type, msg_time))
-    return outgoing
+    column = batch.column("value")
+    if column.null_count:
+        raise ConfigurationError(
+            "column 'value': a row has a null value; TubeMQ messages need a body"
+        )
+    values = column.to_pylist()
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        values = [value.encode("utf-8") for value in values]
+    if "attributes" not in batch.schema.names:
+        return [Outgoing(value) for value in values]
+    attributes = batch.column("attributes").to_pylist()
+    return [
+        Outgoing(value, *_attributes(dict(items or [])))
+        for value, items in zip(values, attributes, strict=True)
+    ]
 
 
 def _attributes(items: dict[str, str | None]) -> tuple[str | None, str | None, str | None]:

@@ -128,15 +128,19 @@ def decode_messages(
     The same as :func:`decode_message` for each, a field at a time: the checksums of the whole
     reply are compared as one list, and only messages flagged with attributes are split.
     """
-    stored = response.messages
-    ids = [m.messageId for m in stored]
-    payloads = [m.payLoadData for m in stored]
-    flags = [m.flag for m in stored]
-    if verify:
-        sums = [m.checkSum for m in stored]
-        if [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
-            for args in zip(ids, payloads, sums, strict=True):
-                _verify(*args)
+    ids: list[int] = []
+    payloads: list[bytes] = []
+    flags: list[int] = []
+    sums: list[int] = []
+    # one pass: reaching a stored message costs more than reading its fields
+    for stored in response.messages:
+        ids.append(stored.messageId)
+        payloads.append(stored.payLoadData)
+        flags.append(stored.flag)
+        sums.append(stored.checkSum)
+    if verify and [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
+        for args in zip(ids, payloads, sums, strict=True):
+            _verify(*args)
     attributes: list[str | None] = [None] * len(ids)
     values = payloads
     if any(flag & FLAG_HAS_ATTRIBUTES for flag in flags):

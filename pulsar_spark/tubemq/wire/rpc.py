@@ -25,6 +25,7 @@ into the :class:`~pulsar_spark.tubemq.errors.TubeMQServerError` subclass for the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, TypeVar
@@ -162,6 +163,9 @@ CALLS: dict[Method, Call] = {
     )
 }
 _BY_REQUEST_TYPE = {call.request_type: call for call in CALLS.values()}
+_BY_METHOD: dict[int, Call] = {int(method): call for method, call in CALLS.items()}
+# The tag of RequestBody.request: field 3, length-delimited.
+_REQUEST_TAG = bytes([3 << 3 | 2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,17 +205,30 @@ def call_for(request: Message) -> Call:
 def encode_request(
     serial_no: int, request: Message, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
 ) -> bytes:
-    """The frame that carries ``request`` under ``serial_no``."""
+    """The frame that carries ``request`` under ``serial_no``.
+
+    Everything before the request's own bytes depends only on the call and the timeout, and
+    is serialized once for each: the body's method and timeout come first and its request
+    last, the order protobuf writes them in, so the frame is byte for byte the same.
+    """
     call = call_for(request)
-    body = rpc_pb.RequestBody(
-        method=call.method, timeout=timeout_ms, request=request.SerializeToString()
+    data = request.SerializeToString()
+    body = _body_start(call.method, timeout_ms) + encode_varint(len(data)) + data
+    return encode_frame(serial_no, _headers(call.service) + encode_varint(len(body)) + body)
+
+
+@functools.cache
+def _headers(service: int) -> bytes:
+    """The delimited RpcConnHeader and RequestHeader of a request to ``service``."""
+    return _delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST)) + _delimited(
+        rpc_pb.RequestHeader(serviceType=service, protocolVer=PROTOCOL_VERSION)
     )
-    return encode_frame(
-        serial_no,
-        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST))
-        + _delimited(rpc_pb.RequestHeader(serviceType=call.service, protocolVer=PROTOCOL_VERSION))
-        + _delimited(body),
-    )
+
+
+@functools.lru_cache(maxsize=64)
+def _body_start(method: int, timeout_ms: int) -> bytes:
+    """A RequestBody's method and timeout, and the tag of its ``request`` field."""
+    return rpc_pb.RequestBody(method=method, timeout=timeout_ms).SerializeToString() + _REQUEST_TAG
 
 
 def encode_response(serial_no: int, call: Call, reply: Message) -> bytes:
@@ -291,15 +308,14 @@ def _delimited(message: Message) -> bytes:
 
 def _call_for_method(method: int, serial_no: int) -> Call:
     try:
-        return CALLS[Method(method)]
-    except ValueError:
+        return _BY_METHOD[method]
+    except KeyError:
         raise RemoteProtocolError(f"frame {serial_no}: unknown method id {method}") from None
 
 
 def _parse(message_type: type[M], data: bytes) -> M:
-    message = message_type()
     try:
-        message.ParseFromString(data)
+        message = message_type.FromString(data)
     except DecodeError as exc:
         raise RemoteProtocolError(
             f"{message_type.__name__} of {len(data)} bytes does not parse"

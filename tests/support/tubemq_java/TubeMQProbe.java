@@ -196,7 +196,7 @@ public class TubeMQProbe {
         long millis = (System.nanoTime() - start) / 1_000_000L;
         System.out.println("PRODUCED " + acked.get() + " " + millis);
         producer.shutdown();
-        return acked.get() == count;
+        return acked.get() > 0; // the caller compares the count
     }
 
     private static boolean consumeTimed(MessageSessionFactory factory, String master,
