@@ -14,10 +14,13 @@ from support.fake_broker import closed_port
 
 from pulsar_spark import errors
 from pulsar_spark.tubemq import errors as tubemq_errors
+from pulsar_spark.tubemq.client.cluster import TubePartition
 from pulsar_spark.tubemq.client.connection import TubeMQConnection
+from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
 from pulsar_spark.tubemq.wire import rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import FrameDecoder
+from pulsar_spark.tubemq.wire.metadata import BrokerInfo
 
 # What the handler does with each request: the bytes to send back, or None to close.
 Handler = Callable[[rpc.Request], bytes | None]
@@ -240,3 +243,111 @@ def test_call_all_raises_the_first_error_code_in_request_order() -> None:
         pytest.raises(tubemq_errors.TubeMQPartitionOccupiedError),
     ):
         conn.call_all([COMMIT] * 3, broker_pb.CommitOffsetResponseB2C)
+
+
+def test_submitted_calls_are_in_flight_together_and_collected_in_any_order() -> None:
+    held: list[rpc.Request] = []
+
+    def answer_when_all_five_came(request: rpc.Request) -> bytes:
+        held.append(request)
+        if len(held) < 5:
+            return b""
+        # a stale reply first, then the four submitted in reverse, then the fifth
+        order = [*held[-2::-1], held[-1]]
+        stale = commit_reply(999, offset=1)
+        return stale + b"".join(commit_reply(r.serial_no, offset=r.serial_no * 28) for r in order)
+
+    with (
+        scripted_server(answer_when_all_five_came) as (port, seen),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        first = conn.submit([COMMIT] * 2, broker_pb.CommitOffsetResponseB2C)
+        second = conn.submit([COMMIT] * 2, broker_pb.CommitOffsetResponseB2C)
+        # a call made meanwhile reads the others' replies and keeps them
+        alone = conn.call(COMMIT, broker_pb.CommitOffsetResponseB2C)
+        assert alone.currOffset == 5 * 28
+        assert sorted(conn._arrived) == [1, 2, 3, 4]
+        assert [r.currOffset for r in second.replies()] == [3 * 28, 4 * 28]
+        assert [r.currOffset for r in first.replies()] == [28, 56]
+        assert conn._arrived == {}
+    assert [r.serial_no for r in seen] == [1, 2, 3, 4, 5]
+
+
+def test_a_submitted_call_not_answered_times_out_from_its_submission() -> None:
+    with (
+        scripted_server(lambda r: b"") as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        submitted = conn.submit([COMMIT], broker_pb.CommitOffsetResponseB2C, timeout=0.3)
+        time.sleep(0.3)
+        started = time.monotonic()
+        with pytest.raises(errors.RequestTimeoutError, match="no reply to call 1"):
+            submitted.replies()
+        assert time.monotonic() - started < 0.2
+        assert conn.closed
+
+
+# The producer over the same scripted server: what a broker refuses for now is sent again.
+
+
+def producer_on(port: int, timeout: float = 5.0) -> TubeMQProducer:
+    partition = TubePartition(BrokerInfo(1, "127.0.0.1", port), "t", 0)
+    return TubeMQProducer([partition], timeout=timeout)
+
+
+def storing(refuse: Callable[[bytes, int], int]) -> tuple[Handler, list[bytes]]:
+    """A handler answering SendMessage with ``refuse(data, times seen)``'s code, the stored
+    messages numbered in order; and the data of every request it saw."""
+    seen: list[bytes] = []
+    stored: list[bytes] = []
+
+    def handler(request: rpc.Request) -> bytes:
+        assert isinstance(request.message, broker_pb.SendMessageRequestP2B)
+        data = request.message.data
+        seen.append(data)
+        code = refuse(data, seen.count(data))
+        if code == 200:
+            stored.append(data)
+        reply = broker_pb.SendMessageResponseB2P(
+            success=code == 200,
+            errCode=code,
+            errMsg="OK" if code == 200 else "server receive message overflow!",
+            messageId=len(stored),
+            appendOffset=28 * len(stored),
+        )
+        return rpc.encode_response(request.serial_no, rpc.CALLS[rpc.Method.SEND_MESSAGE], reply)
+
+    return handler, seen
+
+
+def test_a_message_refused_for_overflow_is_sent_again() -> None:
+    handler, seen = storing(lambda data, times: 419 if data == b"m1" and times < 3 else 200)
+    with scripted_server(handler) as (port, _), producer_on(port) as producer:
+        first = producer.submit_all([Outgoing(b"m0"), Outgoing(b"m1")])
+        second = producer.submit_all([Outgoing(b"m2")])
+        stored = first.wait() + second.wait()
+    assert [(s.message_id, s.offset) for s in stored] == [(1, 28), (3, 84), (2, 56)]
+    assert seen == [b"m0", b"m1", b"m2", b"m1", b"m1"]
+
+
+def test_a_lasting_refusal_raises() -> None:
+    handler, _ = storing(lambda data, times: 400 if data == b"bad" else 200)
+    with (
+        scripted_server(handler) as (port, _),
+        producer_on(port) as producer,
+        pytest.raises(tubemq_errors.TubeMQBadRequestError),
+    ):
+        producer.send_all([Outgoing(b"fine"), Outgoing(b"bad")])
+
+
+def test_resending_gives_up_after_the_timeout_without_progress() -> None:
+    handler, seen = storing(lambda data, times: 419)
+    started = time.monotonic()
+    with (
+        scripted_server(handler) as (port, _),
+        producer_on(port, timeout=0.5) as producer,
+        pytest.raises(errors.RetriesExhaustedError, match=r"requestTimeoutMs is 0\.5s"),
+    ):
+        producer.send_all([Outgoing(b"never")])
+    assert time.monotonic() - started < 2.0
+    assert len(seen) > 1

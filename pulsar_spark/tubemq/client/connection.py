@@ -4,14 +4,16 @@ How this works
 --------------
 :class:`TubeMQConnection` owns one TCP socket and makes one call at a time: it frames the
 request under a fresh serial number (see :mod:`pulsar_spark.tubemq.wire.rpc`), sends it
-and reads until the frame with that serial number arrives. A frame with any other serial
-number answers a call that already timed out and is dropped. Every read waits at most until
-the call's deadline, so a silent server ends in :class:`~pulsar_spark.errors.RequestTimeoutError`
-rather than a hang; after a timeout or any failure the connection is closed, because the
-stream may hold half a frame.
+and reads until the frame with that serial number arrives. A frame with a serial number no
+call is waiting for answers a call that already timed out and is dropped. Every read waits at
+most until the call's deadline, so a silent server ends in
+:class:`~pulsar_spark.errors.RequestTimeoutError` rather than a hang; after a timeout or any
+failure the connection is closed, because the stream may hold half a frame.
 
 :meth:`TubeMQConnection.call_all` sends several requests back to back and waits for all
-their replies (pipelining), which the producer uses to keep a window of messages in flight.
+their replies (pipelining). :meth:`TubeMQConnection.submit` sends them without waiting, so the
+producer keeps several windows of messages in flight; a reply read before its call asks for
+it (while another call waits) is kept until then.
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.client.tls.TlsChannel`, the Pulsar connections' record layer) and signs
@@ -33,7 +35,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from google.protobuf.message import Message
 
@@ -67,6 +69,20 @@ class TubeMQSecurity:
 NO_SECURITY = TubeMQSecurity()
 
 
+@dataclass(frozen=True, slots=True)
+class Submitted(Generic[R]):
+    """Requests sent by :meth:`TubeMQConnection.submit` whose replies are still to be read."""
+
+    connection: TubeMQConnection
+    serials: list[int]
+    calls: list[rpc.Call]
+    deadline: float
+
+    def replies(self, *, check: bool = True) -> list[R]:
+        """Their replies, in request order; failures as :meth:`TubeMQConnection.call_all`."""
+        return self.connection._collect(self, check)
+
+
 class TubeMQConnection:
     """One socket to a TubeMQ server; see the module docstring."""
 
@@ -97,6 +113,9 @@ class TubeMQConnection:
         self._serial = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = False
+        # serial numbers sent and not yet collected, and the frames of those that arrived
+        self._pending: set[int] = set()
+        self._arrived: dict[int, Frame] = {}
 
     def __enter__(self) -> TubeMQConnection:
         return self
@@ -135,8 +154,16 @@ class TubeMQConnection:
         of :meth:`call`; ``timeout`` bounds the whole batch, and with ``check`` the first reply
         (in request order) with an error code raises.
         """
-        calls = {rpc.call_for(request) for request in requests}
-        for call in calls:
+        return self.submit(requests, response_type, timeout=timeout).replies(check=check)
+
+    def submit(
+        self, requests: Sequence[Message], response_type: type[R], *, timeout: float = 10.0
+    ) -> Submitted[R]:
+        """Send ``requests`` (all of one call) back to back and return without waiting:
+        :meth:`Submitted.replies` waits for their replies, within ``timeout`` of now. Other
+        calls may go out meanwhile; replies that arrive before they are asked for are kept."""
+        calls = [rpc.call_for(request) for request in requests]
+        for call in set(calls):
             if call.response_type is not response_type:
                 expected = call.response_type.__name__
                 raise TypeError(f"{call.request_type.__name__} is answered by {expected}")
@@ -146,31 +173,19 @@ class TubeMQConnection:
             # positive int32 serial numbers, wrapping
             serials = [next(self._serial) % (1 << 31) for _ in requests]
             try:
-                responses = self._exchange(serials, requests, timeout)
+                self._send(serials, requests, timeout)
             except PulsarSparkError:
                 self.close()
                 raise
-        for request, response in zip(requests, responses, strict=True):
-            expected_call = rpc.call_for(request)
-            if response.call is not expected_call:
-                self.close()
-                raise RemoteProtocolError(
-                    f"{self.address} answered method {expected_call.method} with method "
-                    f"{response.call.method}"
-                )
-            if check:
-                rpc.raise_for_error_code(cast("rpc.Replied", response.message))
-        return [cast("R", response.message) for response in responses]
+            self._pending.update(serials)
+        return Submitted(self, serials, calls, time.monotonic() + timeout)
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
         self._closed = True
         self._sock.close()
 
-    def _exchange(
-        self, serials: list[int], requests: Sequence[Message], timeout: float
-    ) -> list[rpc.Response]:
-        deadline = time.monotonic() + timeout
+    def _send(self, serials: list[int], requests: Sequence[Message], timeout: float) -> None:
         if self._credentials is not None:
             # one signature for the batch: it is sent now, well within the master's window
             signed = auth.identity(
@@ -189,14 +204,38 @@ class TubeMQConnection:
             self._sock.sendall(frames)
         except OSError as exc:
             raise ConnectionClosedError(f"send to {self.address} failed: {exc}") from exc
-        waiting = {serial_no: index for index, serial_no in enumerate(serials)}
-        responses: list[rpc.Response | None] = [None] * len(serials)
-        while waiting:
-            for frame in self._read_frames(deadline, serials[0]):
-                index = waiting.pop(frame.serial_no, None)
-                if index is not None:
-                    responses[index] = rpc.decode_response(frame)
-        return [r for r in responses if r is not None]
+
+    def _collect(self, submitted: Submitted[R], check: bool) -> list[R]:
+        """The replies to ``submitted``, read until they are all here (see :meth:`submit`)."""
+        with self._lock:
+            try:
+                responses = [
+                    rpc.decode_response(frame)
+                    for frame in self._frames_for(submitted.serials, submitted.deadline)
+                ]
+            except PulsarSparkError:
+                self.close()
+                raise
+        for expected_call, response in zip(submitted.calls, responses, strict=True):
+            if response.call is not expected_call:
+                self.close()
+                raise RemoteProtocolError(
+                    f"{self.address} answered method {expected_call.method} with method "
+                    f"{response.call.method}"
+                )
+            if check:
+                rpc.raise_for_error_code(cast("rpc.Replied", response.message))
+        return [cast("R", response.message) for response in responses]
+
+    def _frames_for(self, serials: list[int], deadline: float) -> list[Frame]:
+        arrived = self._arrived
+        for serial_no in serials:
+            while serial_no not in arrived:
+                for frame in self._read_frames(deadline, serial_no):
+                    if frame.serial_no in self._pending:
+                        arrived[frame.serial_no] = frame
+        self._pending.difference_update(serials)
+        return [arrived.pop(serial_no) for serial_no in serials]
 
     def _read_frames(self, deadline: float, serial_no: int) -> list[Frame]:
         remaining = deadline - time.monotonic()

@@ -7,14 +7,17 @@ Columns: ``value`` (binary or string, required; a string is sent as UTF-8) and `
 contain ``,`` or ``=``, and a row with a null value is refused.
 
 Each task sends its rows round-robin over the topic's partitions, starting at the task's own
-partition number, in windows of :data:`WINDOW` messages sent back to back, and waits for every
-acknowledgement of a window before the next, so a task that returns has all its rows stored.
+partition number, in windows of :data:`WINDOW` messages sent back to back. Up to
+:data:`WINDOWS_IN_FLIGHT` windows more go out before the first one's acknowledgements are
+waited for, so the broker stores one window while the task encodes the next; a task waits for
+every acknowledgement before it returns, so a task that returns has all its rows stored.
 Any failure fails the task, which Spark retries; a retry resends all its rows: delivery is
 at-least-once.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -29,12 +32,14 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError, LocalProtocolError
-from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
+from pulsar_spark.tubemq.client.producer import Outgoing, Sending, TubeMQProducer
 from pulsar_spark.tubemq.spark.options import TubeMQWriteOptions
 from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes
 
-# Messages sent back to back before waiting for their acknowledgements.
+# Messages sent back to back as one window.
 WINDOW = 500
+# Windows sent before the acknowledgements of the first are waited for.
+WINDOWS_IN_FLIGHT = 4
 ACCEPTED = "value (binary or string), attributes (map<string,string>)"
 
 
@@ -82,11 +87,14 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
         timeout=options.timeout,
         security=options.security,
     ) as producer:
+        in_flight: deque[Sending] = deque()
         for batch in batches:
             for start in range(0, batch.num_rows, WINDOW):
-                outgoing = _outgoing(batch.slice(start, WINDOW))
-                producer.send_all(outgoing)
-                count += len(outgoing)
+                in_flight.append(producer.submit_all(_outgoing(batch.slice(start, WINDOW))))
+                if len(in_flight) > WINDOWS_IN_FLIGHT:
+                    count += len(in_flight.popleft().wait())
+        while in_flight:
+            count += len(in_flight.popleft().wait())
     return count
 
 
