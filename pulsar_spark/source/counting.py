@@ -7,8 +7,8 @@ stops when it has counted enough, cutting inside a batch if it must. The end it 
 id of the last counted message, exact to the batch index.
 
 A counter given an :class:`Ahead` receives its entries on a thread of its own
-(:mod:`.lookahead`). While a micro-batch is being counted the thread keeps a little ahead of
-the count (:data:`WHILE_COUNTING`); once its end has been returned
+(:mod:`pulsar_spark.common.lookahead`). While a micro-batch is being counted the thread keeps a
+little ahead of the count (:data:`WHILE_COUNTING`); once its end has been returned
 (:meth:`MessageCounter.count_ahead`) it goes on, up to a bound: while the executors read that
 micro-batch, the driver already counts the next. The entries counted, and so every end, are
 the same either way; only who waits for the broker changes.
@@ -32,6 +32,7 @@ import numpy.typing as npt
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import RangeReader, ReaderSettings
 from pulsar_spark.common.limits import limit_ends
+from pulsar_spark.common.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import walk_batch
@@ -40,7 +41,6 @@ from pulsar_spark.protocol.compression import decompress
 from pulsar_spark.protocol.crypto import is_encrypted
 from pulsar_spark.protocol.decode import SCAN_MIN_MESSAGES, is_batch
 from pulsar_spark.protocol.read_stage import Key, RawEntry, ReadRange, kept_indexes
-from pulsar_spark.source.lookahead import Direct, Lookahead, Stopped
 from pulsar_spark.source.offsets import has_messages_after
 
 P_co = TypeVar("P_co", covariant=True)

@@ -9,8 +9,8 @@ from collections.abc import Callable, Generator
 
 import pytest
 
+from pulsar_spark.common.lookahead import Lookahead, Stopped
 from pulsar_spark.errors import PollTimeoutError, PulsarConnectionError
-from pulsar_spark.source.lookahead import Lookahead, Stopped
 
 
 class Source:

@@ -47,7 +47,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,7 +293,7 @@ def read_range(
     heartbeat_interval: float | None = HEARTBEAT_INTERVAL,
     filters: tuple[str, ...] = (),
     security: TubeMQSecurity = NO_SECURITY,
-) -> Iterator[Batch]:
+) -> Generator[Batch, None, None]:
     """The messages of ``partition`` in ``[start, end)``, reply by reply (see the module
     docstring); each batch knows where its read stopped (``scanned_to``), the last one is cut
     at ``end``.

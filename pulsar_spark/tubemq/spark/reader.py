@@ -54,6 +54,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pulsar_spark.common.data_loss import DataLossPolicy
+from pulsar_spark.common.lookahead import Lookahead
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.common.worker_gc import freeze_worker_objects
@@ -65,6 +66,7 @@ from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.tubemq.client.consumer import (
     INDEX_ENTRY_SIZE,
     RETRY_OPTION,
+    Batch,
     Bounds,
     offset_bounds,
     read_range,
@@ -79,6 +81,10 @@ from pulsar_spark.tubemq.spark.options import (
     TubeMQReadOptions,
 )
 from pulsar_spark.tubemq.wire.messages import of_types
+
+# Replies a read task holds ahead of the rows Spark takes (each up to the broker's
+# transferSize, 512 KiB by default).
+REPLIES_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,9 @@ def split_reads(reads: Sequence[TubeRead], min_partitions: int | None) -> list[T
 
 
 def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
+    """The rows of ``read``. A thread fetches up to :data:`REPLIES_AHEAD` replies ahead of the
+    rows Spark takes, so the broker's answer time overlaps converting the last reply's rows;
+    its errors are raised here, after the rows before them."""
     freeze_worker_objects()
     policy = DataLossPolicy(read.fail_on_data_loss)
 
@@ -151,27 +160,44 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
                 f"which the store no longer holds (its first offset is {first})"
             )
 
-    for batch in read_range(
-        read.partition,
-        read.group,
-        read.client,
-        read.start,
-        read.end,
-        timeout=read.timeout,
-        on_start_moved=moved,
-        retry_for=read.retry_for,
-        filters=read.filters,
-        security=read.security,
-    ):
-        offsets = batch.message_offsets()
-        if offsets is None:
-            offsets = np.full(len(batch.messages), batch.offset, dtype=np.int64)
-        messages = batch.messages
-        if read.filters:
-            kept = of_types(messages, read.filters)
-            offsets, messages = offsets[kept], messages.take(kept)
-        if messages:
-            yield messages_to_batch(read.partition.topic, read.partition.key, offsets, messages)
+    ahead = Lookahead(
+        lambda _: read_range(
+            read.partition,
+            read.group,
+            read.client,
+            read.start,
+            read.end,
+            timeout=read.timeout,
+            on_start_moved=moved,
+            retry_for=read.retry_for,
+            filters=read.filters,
+            security=read.security,
+        ),
+        lambda _: 1,
+        limit=REPLIES_AHEAD,
+        max_items=REPLIES_AHEAD,
+        # the read itself gives up after its timeout, or its retries after retry_for
+        patience=2 * read.timeout + read.retry_for,
+        name=f"reading {read.partition.key}",
+    )
+    try:
+        while (batch := ahead.next()) is not None:
+            yield from _rows(read, batch)
+    finally:
+        ahead.close(read.timeout)
+
+
+def _rows(read: TubeRead, batch: Batch) -> Iterator[pa.RecordBatch]:
+    """The record batch of one reply's messages (of the read's types, with filters)."""
+    offsets = batch.message_offsets()
+    if offsets is None:
+        offsets = np.full(len(batch.messages), batch.offset, dtype=np.int64)
+    messages = batch.messages
+    if read.filters:
+        kept = of_types(messages, read.filters)
+        offsets, messages = offsets[kept], messages.take(kept)
+    if messages:
+        yield messages_to_batch(read.partition.topic, read.partition.key, offsets, messages)
 
 
 def current_bounds(options: TubeMQReadOptions) -> dict[str, tuple[TubePartition, Bounds]]:
