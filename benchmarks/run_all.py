@@ -31,6 +31,7 @@ BENCHMARKS = (
     "bench_write",
     "bench_tls",
     "bench_tubemq",
+    "bench_tubemq_decode",
     "bench_peers",
 )
 TIME_LIMIT = 1800.0  # seconds per benchmark
