@@ -37,13 +37,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pulsar_spark.arrow.schema import (
-    ARROW_SCHEMA,
-    ENCRYPTED_FIELD,
-    MESSAGE_ID_TYPE,
-    PROPERTIES_TYPE,
-    TIMESTAMP_TYPE,
-)
+from pulsar_spark.arrow.schema import ARROW_SCHEMA, ENCRYPTED_FIELD, MESSAGE_ID_TYPE
+from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
 from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text, ranges
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import java_text
-from pulsar_spark.arrow.schema import TIMESTAMP_TYPE
+from pulsar_spark.common.arrow_types import TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb
 

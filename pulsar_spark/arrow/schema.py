@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
+
 SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, "
     "messageId struct<ledgerId: bigint, entryId: bigint, batchIndex: int>, "
@@ -51,8 +53,6 @@ SCHEMA_DDL = (
 MESSAGE_ID_TYPE = pa.struct(
     [("ledgerId", pa.int64()), ("entryId", pa.int64()), ("batchIndex", pa.int32())]
 )
-TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
 
 ARROW_SCHEMA = pa.schema(
     [

@@ -52,7 +52,8 @@ import pyarrow as pa
 from pulsar_spark.arrow.avro_decode import decode_avro_parts
 from pulsar_spark.arrow.primitives import PRIMITIVES
 from pulsar_spark.arrow.protobuf import protobuf_schema
-from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL, TIMESTAMP_TYPE
+from pulsar_spark.arrow.schema import ARROW_SCHEMA, SCHEMA_DDL
+from pulsar_spark.common.arrow_types import TIMESTAMP_TYPE
 from pulsar_spark.errors import SchemaError
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.key_value import key_value_schemas

@@ -43,10 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import Authentication
 from pulsar_spark.client.settings import ConnectionSettings
-from pulsar_spark.client.tls import TlsChannel
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.tls import TlsChannel
 from pulsar_spark.errors import (
     AuthenticationError,
     BrokerUnreachableError,

@@ -5,7 +5,7 @@ How this works
 A geo-replicated topic lives on several clusters. :class:`Clusters` lists them, the primary
 first, each with its client settings (the secondaries connect as the primary does: same
 authentication and TLS, another service URL). A cluster is named by its service URL without
-user info (:func:`~pulsar_spark.client.address.cluster_name`).
+user info (:func:`~pulsar_spark.common.address.cluster_name`).
 
 :class:`ClusterWatch` decides when to switch, as Apache Pulsar's Java ``AutoClusterFailover``
 does: a cluster is reachable when a TCP connection to one of its service URL's hosts opens;
@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pulsar_spark.client.address import cluster_name, parse_service_url
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.address import cluster_name, parse_service_url
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.errors import ConfigurationError, RetriesExhaustedError
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pulsar_spark.client.address import BrokerAddress, is_tls_url, parse_service_url
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.address import BrokerAddress, is_tls_url, parse_service_url
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.errors import (
     PulsarConnectionError,

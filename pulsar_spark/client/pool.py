@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.connection import Connection
 from pulsar_spark.client.settings import ConnectionSettings
+from pulsar_spark.common.address import BrokerAddress
 
 _Key = tuple[BrokerAddress, str | None, ConnectionSettings]
 

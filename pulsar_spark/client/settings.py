@@ -10,26 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import NO_AUTH, Authentication
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol import compression
 from pulsar_spark.protocol.crypto import CryptoFailureAction
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    """How to verify the broker and, for mutual TLS, who we are.
-
-    ``trust_certs_file`` is a PEM bundle of CAs (the system store when None). Hostname
-    verification is on unless turned off; ``allow_insecure`` accepts any certificate.
-    """
-
-    trust_certs_file: str | None = None
-    allow_insecure: bool = False
-    verify_hostname: bool = True
-    cert_file: str | None = None
-    key_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

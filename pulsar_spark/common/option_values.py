@@ -179,3 +179,12 @@ class OptionValues:
         if lowered not in ("true", "false"):
             raise ConfigurationError(f"option {name!r} must be 'true' or 'false', got {text!r}")
         return lowered == "true"
+
+
+def refuse_overwrite(overwrite: bool, system: str) -> None:
+    """Refuse a write in overwrite mode: topics only ever grow."""
+    if overwrite:
+        raise ConfigurationError(
+            f"{system} topics are append-only: use mode('append') (overwrite would need to "
+            "delete messages, which the connector never does)"
+        )

@@ -10,11 +10,12 @@ value of ``authParams``.
 
 from __future__ import annotations
 
-from pulsar_spark.client.address import BrokerAddress, is_tls_url, parse_service_url
 from pulsar_spark.client.auth import Authentication, TlsAuthentication
 from pulsar_spark.client.auth_plugins import parse_authentication
-from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
+from pulsar_spark.client.settings import ClientSettings, ConnectionSettings
+from pulsar_spark.common.address import BrokerAddress, is_tls_url, parse_service_url
 from pulsar_spark.common.option_values import OptionValues, Unsupported
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.errors import ConfigurationError
 
 SERVICE_URL = "service.url"
@@ -213,7 +214,7 @@ def _tls_settings(opts: OptionValues, url: str, auth: Authentication) -> TlsSett
         cert_file=cert,
         key_file=key,
     )
-    from pulsar_spark.client.tls import client_context
+    from pulsar_spark.common.tls import client_context
 
     client_context(settings)  # opens and checks every file now, not in a task
     return settings

@@ -36,13 +36,13 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pulsar_spark.client.address import cluster_name
 from pulsar_spark.client.durable import mark_delete_position, subscription_bounds
 from pulsar_spark.client.failover import Clusters, ClusterWatch, Probe, reachable
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.reader import ReaderSettings
 from pulsar_spark.client.replicated_copies import locate_copies
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.address import cluster_name
 from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.errors import DataLossError, RetriesExhaustedError, TopicNotFoundError
 from pulsar_spark.message_id import MessageId

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pulsar_spark.client.address import cluster_name, is_tls_url
 from pulsar_spark.client.failover import FAILOVER_DELAY_OPTION, Clusters
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.address import cluster_name, is_tls_url
 from pulsar_spark.common.option_values import OptionValues
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.source.client_options import SERVICE_URL

@@ -13,7 +13,7 @@ index of -1 stands for the whole entry; ``(-1, -1, -1)`` means "nothing consumed
 
 A stream that may switch clusters (``failover.secondaryServiceUrls``) records the cluster its
 positions belong to under the key ``"cluster"`` (a service URL without user info, see
-:func:`~pulsar_spark.client.address.cluster_name`), never a partition name, which always has a
+:func:`~pulsar_spark.common.address.cluster_name`), never a partition name, which always has a
 scheme. Offsets on the primary cluster (``service.url``) leave the key out, so they read the
 same as before failover existed, and offsets without it mean the primary.
 

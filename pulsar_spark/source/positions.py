@@ -17,24 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from pulsar_spark.common.bounds import Earliest, Latest, bound_or_json, json_object
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.topic import TopicName, full_topic_name
 
 Bound = Literal["earliest", "latest"]
 PositionValue = MessageId | Bound
-
-
-@dataclass(frozen=True, slots=True)
-class Earliest:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Latest:
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,34 +110,6 @@ def parse_offsets(option: str, text: str, *, default: Bound) -> PositionSpec:
     return Specific(positions, default)
 
 
-def bound_or_json(
-    option: str, text: str, what: str, example: str
-) -> Earliest | Latest | dict[str, Any]:
-    """``earliest``, ``latest`` or a non-empty JSON object of ``what`` (errors name ``option``
-    and show ``example``), as startingOffsets/endingOffsets take them."""
-    value = text.strip()
-    if value.lower() == "earliest":
-        return Earliest()
-    if value.lower() == "latest":
-        return Latest()
-    return _json_object(option, text, what, example, "neither 'earliest', 'latest' nor")
-
-
-def _json_object(option: str, text: str, what: str, example: str, instead: str) -> dict[str, Any]:
-    """A non-empty JSON object of ``what``; errors say the text is ``instead`` one."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(
-            f"option {option!r}: {text!r} is {instead} a JSON object of {what} ({exc.msg})"
-        ) from exc
-    if not isinstance(data, dict) or not data:
-        raise ConfigurationError(
-            f"option {option!r}: expected a non-empty JSON object of {what}, e.g. {example}"
-        )
-    return data
-
-
 def parse_time(option: str, text: str) -> AtTime:
     try:
         millis = int(text.strip())
@@ -161,7 +124,7 @@ def parse_time(option: str, text: str) -> AtTime:
 
 def parse_times(option: str, text: str) -> TimesByPartition:
     """Parse a startingOffsetsByTime/endingOffsetsByTime value."""
-    data = _json_object(
+    data = json_object(
         option,
         text,
         "topic -> partition -> publish time in ms since the epoch",

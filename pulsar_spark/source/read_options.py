@@ -30,6 +30,7 @@ from pulsar_spark.arrow.values import ValueSchema
 from pulsar_spark.client.failover import Clusters
 from pulsar_spark.client.reader import DEFAULT_QUEUE_SIZE
 from pulsar_spark.client.settings import ClientSettings, ReaderDecryption
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.common.option_values import (
     ADMIN_SETTINGS,
     ADMIN_URL,
@@ -56,8 +57,6 @@ from pulsar_spark.source.crypto_options import (
 from pulsar_spark.source.failover_options import FAILOVER_OPTIONS, failover_clusters
 from pulsar_spark.source.positions import (
     Bound,
-    Earliest,
-    Latest,
     PositionSpec,
     Specific,
     parse_offsets,

@@ -15,17 +15,11 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.source.offsets import NOTHING_CONSUMED, PulsarOffset, consumed_before
 from pulsar_spark.source.planning import PartitionRef, first_published, last_message_id
-from pulsar_spark.source.positions import (
-    AtTime,
-    Earliest,
-    Latest,
-    PositionSpec,
-    Specific,
-    TimesByPartition,
-)
+from pulsar_spark.source.positions import AtTime, PositionSpec, Specific, TimesByPartition
 
 
 class PartitionPositions(Protocol):

@@ -9,6 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pulsar_spark.client.lookup import Lookup
+from pulsar_spark.common.bounds import Earliest
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.source.offsets import consumed_before
 from pulsar_spark.source.planning import (
@@ -20,13 +21,7 @@ from pulsar_spark.source.planning import (
     partition_read,
     resolve_partitions,
 )
-from pulsar_spark.source.positions import (
-    AtTime,
-    Earliest,
-    PositionSpec,
-    Specific,
-    TimesByPartition,
-)
+from pulsar_spark.source.positions import AtTime, PositionSpec, Specific, TimesByPartition
 from pulsar_spark.source.read_options import ReadOptions
 from pulsar_spark.source.reading import read_partition
 from pulsar_spark.source.splitting import split_reads

@@ -24,6 +24,7 @@ from pyspark.sql.types import BinaryType, StructType
 
 from pulsar_spark.arrow.schema import ENCRYPTED_DDL, SCHEMA_DDL
 from pulsar_spark.arrow.values import ValueSchema
+from pulsar_spark.common.option_values import refuse_overwrite
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.crypto import CryptoFailureAction
@@ -115,12 +116,3 @@ def _write_options(options: Mapping[str, str], schema: StructType, overwrite: bo
         schema, parsed.value_schema, parsed.key_schema, dict(parsed.definitions)
     )
     return dataclasses.replace(parsed, schemas=schemas)
-
-
-def refuse_overwrite(overwrite: bool, system: str) -> None:
-    """Refuse a write in overwrite mode: topics only ever grow."""
-    if overwrite:
-        raise ConfigurationError(
-            f"{system} topics are append-only: use mode('append') (overwrite would need to "
-            "delete messages, which the connector never does)"
-        )

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pulsar_spark.arrow.schema import PROPERTIES_TYPE, TIMESTAMP_TYPE
+from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
 from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, TubeMessages, parse_attributes
 
 TUBEMQ_SCHEMA_DDL = (

@@ -36,7 +36,6 @@ from support.fixtures import OAUTH2_CLIENT_ID, OAUTH2_CLIENT_SECRET
 from support.oauth2_server import OAuth2Server
 from support.waiting import wait_until
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import (
     NO_AUTH,
     Authentication,
@@ -48,7 +47,9 @@ from pulsar_spark.client.lookup import Lookup, TopicOwner
 from pulsar_spark.client.oauth2 import OAuth2Authentication
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.producer import Producer
-from pulsar_spark.client.settings import ClientSettings, ConnectionSettings, TlsSettings
+from pulsar_spark.client.settings import ClientSettings, ConnectionSettings
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.errors import (
     AuthenticationError,
     AuthorizationError,

@@ -37,8 +37,8 @@ from support.streaming import (
 from support.topics import full, partition_of
 from support.waiting import wait_until
 
-from pulsar_spark.client.address import parse_service_url
 from pulsar_spark.client.pool import default_pool
+from pulsar_spark.common.address import parse_service_url
 from pulsar_spark.errors import BrokerUnreachableError, RetriesExhaustedError
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.source.offsets import NOTHING_CONSUMED

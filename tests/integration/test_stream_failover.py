@@ -41,7 +41,7 @@ from support.streaming import (
 from support.streaming import to_parquet as start_to_parquet
 from support.waiting import wait_until
 
-from pulsar_spark.client.address import cluster_name
+from pulsar_spark.common.address import cluster_name
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.source.planning import PartitionRef, partition_read
 

@@ -24,7 +24,7 @@ from support.tubemq_cluster import TubeMQCluster
 from support.tubemq_fixtures import SECURE_CLIENT_TOPIC, SECURE_SPARK_TOPIC, TUBEMQ_PARTITIONS
 from support.tubemq_reading import rows
 
-from pulsar_spark.client.settings import TlsSettings
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.tubemq.client.cluster import connect, lookup_partitions
 from pulsar_spark.tubemq.client.connection import TubeMQConnection, TubeMQSecurity
 from pulsar_spark.tubemq.client.consumer import offset_bounds

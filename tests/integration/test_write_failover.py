@@ -17,10 +17,10 @@ import pytest
 from pyspark.sql import SparkSession
 from support.geo_fixtures import GeoClusters, geo_pair, held_on
 
-from pulsar_spark.client.address import cluster_name
 from pulsar_spark.client.failover import ActiveCluster
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.settings import ProducerSettings
+from pulsar_spark.common.address import cluster_name
 from pulsar_spark.protocol.encode import OutgoingMessage
 from pulsar_spark.source.planning import make_lookup
 from pulsar_spark.source.write_options import WriteOptions

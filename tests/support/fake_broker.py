@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.common.address import BrokerAddress
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.framing import Frame, FrameDecoder, encode_command
 

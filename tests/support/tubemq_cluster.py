@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.common.address import BrokerAddress
 from pulsar_spark.local.apache import cache_dir
 from pulsar_spark.tubemq.client.consumer import INDEX_ENTRY_SIZE
 from support.java_build import maven_jars, run

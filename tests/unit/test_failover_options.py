@@ -7,11 +7,11 @@ import socket
 
 import pytest
 
-from pulsar_spark.client.address import cluster_name
 from pulsar_spark.client.failover import ActiveCluster, Clusters, ClusterWatch
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.pool import ConnectionPool
 from pulsar_spark.client.settings import ClientSettings
+from pulsar_spark.common.address import cluster_name
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.source.read_options import ReadMode, ReadOptions, check_read_options
 from pulsar_spark.source.value_schemas import answering_cluster

@@ -8,10 +8,9 @@ Pulsar's ``protocol`` (bytes in, values out), ``client`` (connections and I/O) a
 positions, offsets, planning, counting, failover; no PySpark), then ``spark`` (the data
 sources, readers and writers Spark calls); ``jobs`` and ``local`` are programs beside them.
 TubeMQ's package has the same layers of its own (``tubemq.wire`` sans-IO like ``protocol``,
-then ``tubemq.client``, ``tubemq.arrow``, ``tubemq.spark``) over ``errors`` and ``common``; no
-Pulsar module imports it. The few Pulsar modules it still borrows are listed in
-:data:`BORROWED`. Imports inside ``if TYPE_CHECKING:`` are for type checkers only and are not
-counted.
+then ``tubemq.client``, ``tubemq.arrow``, ``tubemq.spark``) over ``errors`` and ``common``
+only; no Pulsar module imports it, and it imports none. Imports inside ``if TYPE_CHECKING:``
+are for type checkers only and are not counted.
 """
 
 from __future__ import annotations
@@ -43,23 +42,6 @@ MAY_IMPORT = {
     "root": {"errors", "base", "source", "spark", "tubemq.spark"},
     "jobs": {"errors", "base", "root", "local", "spark"},
     "local": {"errors", "base", "local"},
-}
-# Pulsar modules TubeMQ's layers still use: addresses and TLS, the read schema's Arrow types,
-# the earliest and latest bounds, and the refusal of an overwrite. Nothing else.
-BORROWED = {
-    "tubemq.client": {
-        "pulsar_spark.client.address",
-        "pulsar_spark.client.settings",
-        "pulsar_spark.client.tls",
-    },
-    "tubemq.arrow": {"pulsar_spark.arrow.schema"},
-    "tubemq.spark": {
-        "pulsar_spark.client.address",
-        "pulsar_spark.client.settings",
-        "pulsar_spark.client.tls",
-        "pulsar_spark.spark.datasource",
-        "pulsar_spark.source.positions",
-    },
 }
 PYSPARK_LAYERS = {"spark", "tubemq.spark", "jobs", "root"}
 SANS_IO_LAYERS = {"protocol", "tubemq.wire"}
@@ -147,8 +129,7 @@ def own_imports(module: str) -> list[str]:
 
 
 def may_import(module: str, target: str) -> bool:
-    own = layer(module)
-    return layer(target) in MAY_IMPORT[own] or target in BORROWED.get(own, set())
+    return layer(target) in MAY_IMPORT[layer(module)]
 
 
 def test_the_layers_are_all_known() -> None:
@@ -220,6 +201,7 @@ def test_the_rules_catch_what_they_are_for() -> None:
     assert not may_import("pulsar_spark.tubemq.wire.rpc", "pulsar_spark.protocol.encode")
     assert not may_import("pulsar_spark.tubemq.wire.rpc", "pulsar_spark.tubemq.client.cluster")
     assert not may_import("pulsar_spark.tubemq.client.consumer", "pulsar_spark.client.reader")
+    assert not may_import("pulsar_spark.tubemq.spark.options", "pulsar_spark.source.positions")
     assert may_import("pulsar_spark.tubemq.wire.rpc", "pulsar_spark.common.varints")
     typing_only = ast.parse("if TYPE_CHECKING:\n    import threading\nelse:\n    import os\n")
     assert list(_imports(typing_only.body)) == ["os"]

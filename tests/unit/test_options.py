@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.source.planning import PartitionRef, resolve_partitions
 from pulsar_spark.source.positions import (
     AtTime,
-    Earliest,
-    Latest,
     Specific,
     TimesByPartition,
     parse_offsets,

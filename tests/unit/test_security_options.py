@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from support.certs import TestCerts, make_certs
 
-from pulsar_spark.client.address import BrokerAddress
 from pulsar_spark.client.auth import (
     NO_AUTH,
     BasicAuthentication,
@@ -20,8 +19,9 @@ from pulsar_spark.client.auth import (
     TokenAuthentication,
 )
 from pulsar_spark.client.oauth2 import OAuth2Authentication
-from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.common import option_values
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.errors import ConfigurationError, CredentialsError
 from pulsar_spark.source.client_options import CLIENT_OPTIONS, CLIENT_WITHOUT_EFFECT
 from pulsar_spark.source.read_options import READER_WITHOUT_EFFECT, ReadMode, ReadOptions

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.source.offsets import NOTHING_CONSUMED
 from pulsar_spark.source.planning import PartitionRef
-from pulsar_spark.source.positions import (
-    AtTime,
-    Earliest,
-    Latest,
-    PositionSpec,
-    Specific,
-    TimesByPartition,
-)
+from pulsar_spark.source.positions import AtTime, PositionSpec, Specific, TimesByPartition
 from pulsar_spark.source.start_offsets import initial_offset, start_position
 
 T = "persistent://public/default/t"

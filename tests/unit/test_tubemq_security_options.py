@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.certs import TestCerts, make_certs
 
-from pulsar_spark.client.settings import TlsSettings
+from pulsar_spark.common.tls import TlsSettings
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.tubemq.client.connection import TubeMQSecurity
 from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions

@@ -17,9 +17,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.source.positions import Earliest, Latest
 from pulsar_spark.tubemq.arrow import TUBEMQ_ARROW_SCHEMA, messages_to_batch, msg_time
 from pulsar_spark.tubemq.spark.offsets import TubeMQOffset
 from pulsar_spark.tubemq.spark.options import (

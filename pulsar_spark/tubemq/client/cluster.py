@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.common.address import BrokerAddress
 from pulsar_spark.errors import PulsarSparkError, TlsError, TopicLookupError
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
 from pulsar_spark.tubemq.errors import TubeMQCertificateError

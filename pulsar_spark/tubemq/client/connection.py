@@ -16,7 +16,7 @@ producer keeps several windows of messages in flight; a reply read before its ca
 it (while another call waits) is kept until then.
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
-:class:`~pulsar_spark.client.tls.TlsChannel`, the Pulsar connections' record layer) and signs
+:class:`~pulsar_spark.common.tls.TlsChannel`, the Pulsar connections' record layer) and signs
 every request it sends with the credentials, signed once per call or batch as it goes out
 (:mod:`pulsar_spark.tubemq.wire.auth`), so that no signature outlives the master's window
 for timestamps.
@@ -39,8 +39,7 @@ from typing import Generic, TypeVar, cast
 
 from google.protobuf.message import Message
 
-from pulsar_spark.client.settings import TlsSettings
-from pulsar_spark.client.tls import TlsChannel
+from pulsar_spark.common.tls import TlsChannel, TlsSettings
 from pulsar_spark.errors import (
     BrokerUnreachableError,
     ConnectionClosedError,

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pulsar_spark.client.address import BrokerAddress
+from pulsar_spark.common.address import BrokerAddress
 from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.tubemq.client.cluster import (

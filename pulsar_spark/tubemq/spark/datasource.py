@@ -17,8 +17,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pulsar_spark.common.option_values import refuse_overwrite
 from pulsar_spark.common.worker_gc import freeze_worker_objects
-from pulsar_spark.spark.datasource import refuse_overwrite
 from pulsar_spark.tubemq.arrow import TUBEMQ_SCHEMA_DDL
 from pulsar_spark.tubemq.spark.options import Mode, TubeMQReadOptions, TubeMQWriteOptions
 

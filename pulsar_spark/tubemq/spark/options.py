@@ -28,12 +28,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pulsar_spark.client.address import BrokerAddress
-from pulsar_spark.client.settings import TlsSettings
-from pulsar_spark.client.tls import client_context
+from pulsar_spark.common.address import BrokerAddress
+from pulsar_spark.common.bounds import Earliest, Latest, bound_or_json
 from pulsar_spark.common.option_values import TOPIC, OptionValues, Unsupported
+from pulsar_spark.common.tls import TlsSettings, client_context
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.source.positions import Earliest, Latest, bound_or_json
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity
 from pulsar_spark.tubemq.wire.auth import Credentials
 

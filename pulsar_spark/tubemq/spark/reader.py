@@ -53,13 +53,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.common.data_loss import DataLossPolicy
 from pulsar_spark.common.lookahead import Lookahead
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.source.positions import Earliest, Latest
 from pulsar_spark.tubemq.arrow import messages_to_batch
 from pulsar_spark.tubemq.client.cluster import TubePartition, by_broker, connect, lookup_partitions
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQSecurity

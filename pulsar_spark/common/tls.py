@@ -20,9 +20,25 @@ import socket
 import ssl
 import threading
 import time
+from dataclasses import dataclass
 
-from pulsar_spark.client.settings import TlsSettings
 from pulsar_spark.errors import ConfigurationError, TlsError
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """How to verify the broker and, for mutual TLS, who we are.
+
+    ``trust_certs_file`` is a PEM bundle of CAs (the system store when None). Hostname
+    verification is on unless turned off; ``allow_insecure`` accepts any certificate.
+    """
+
+    trust_certs_file: str | None = None
+    allow_insecure: bool = False
+    verify_hostname: bool = True
+    cert_file: str | None = None
+    key_file: str | None = None
+
 
 _READ_CHUNK = 1 << 16
 # What a handshake that never starts most likely means, for a Pulsar broker.
