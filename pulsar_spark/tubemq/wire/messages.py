@@ -21,7 +21,7 @@ checksum, which the broker then verifies, or -1 (the Java client's choice) to sk
 
 The Java client (2.4) neither compresses nor packs several values into one message, so a
 payload is always one value. It drops a message whose checksum or attribute length is wrong
-without a word; :func:`decode_message` raises instead, so no value disappears silently.
+without a word; :func:`decode_messages` raises instead, so no value disappears silently.
 """
 
 from __future__ import annotations
@@ -109,24 +109,14 @@ class TubeMessages:
         ]
 
 
-def decode_message(message: broker_pb.TransferedMessage, *, verify: bool = True) -> TubeMessage:
-    """Split one stored message into value and attributes, checking its checksum first."""
-    payload = message.payLoadData
-    if verify:
-        _verify(message.messageId, payload, message.checkSum)
-    if not message.flag & FLAG_HAS_ATTRIBUTES:
-        return TubeMessage(message.messageId, payload, None, message.flag)
-    value, attributes = _split(message.messageId, payload)
-    return TubeMessage(message.messageId, value, attributes, message.flag)
-
-
 def decode_messages(
     response: broker_pb.GetMessageResponseB2C, *, verify: bool = True
 ) -> TubeMessages:
-    """Every message of a GetMessage reply, in order, as columns.
+    """Every message of a GetMessage reply, in order, as columns, each checked against its
+    checksum (unless not ``verify``) and split into value and attributes.
 
-    The same as :func:`decode_message` for each, a field at a time: the checksums of the whole
-    reply are compared as one list, and only messages flagged with attributes are split.
+    A field at a time: the checksums of the whole reply are compared as one list, and only
+    messages flagged with attributes are split.
     """
     ids: list[int] = []
     payloads: list[bytes] = []
