@@ -48,7 +48,8 @@ PYTHON_EXAMPLES = {
     "docs/schemas.md": ["typed-read"],
     # The secure examples run in test_secure_spark.py.
     "docs/security.md": ["secure-token", "secure-mtls", "secure-oauth2"],
-    "docs/tubemq.md": ["tubemq"],  # runs in test_tubemq_spark.py
+    # tubemq runs in test_tubemq_spark.py, tubemq-dedup in test_tubemq_write_retries.py.
+    "docs/tubemq.md": ["tubemq", "tubemq-dedup"],
     "docs/writing.md": ["streaming-write"],
 }
 # Pages whose Python blocks are not named examples yet, with how many they hold: no page may

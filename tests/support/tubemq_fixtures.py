@@ -33,6 +33,9 @@ STREAM_LIMIT_TOPIC = "pyspark_limit"
 HEARTBEAT_TOPIC = "pyspark_heartbeat"
 # Messages of several types, read with filterConds.
 FILTER_TOPIC = "pyspark_filter"
+# Written by a job whose task fails once and by a stream whose micro-batch is run again.
+RETRIED_TOPIC = "pyspark_retried"
+RETRIED_STREAM_TOPIC = "pyspark_retried_stream"
 TUBEMQ_TOPICS = (
     TUBEMQ_TOPIC,
     SPARK_READ_TOPIC,
@@ -46,6 +49,8 @@ TUBEMQ_TOPICS = (
     STREAM_LIMIT_TOPIC,
     HEARTBEAT_TOPIC,
     FILTER_TOPIC,
+    RETRIED_TOPIC,
+    RETRIED_STREAM_TOPIC,
 )
 TUBEMQ_PARTITIONS = 3
 # Of two partitions, read with minPartitions.
