@@ -19,7 +19,8 @@ A. ``spark.read.format("tubemq")`` into Spark's ``noop`` sink (one task per part
 J. The official Java client (``TubeMQProbe consume-timed``): a ``PullMessageConsumer`` from
    the first offset, ``getMessage``/``confirmConsume`` until N messages; timed from
    subscribing (which includes the master's first rebalance of the new group) and from the
-   first message to the last.
+   first message to the last. The cores its JVM and the broker keep busy are measured from
+   subscribing (A's are in its ``cores_busy``, ``broker_cores`` and ``jvm_cores``).
 
 The ratios are A's rate over J's (above 1: the connector is faster). Outside the timed runs
 the topic A wrote is counted with ``spark.read`` and must hold exactly N messages. Results go
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench_write import input_frame
-from common import report, spark_session, timed_run
+from common import CpuUse, report, spark_session, timed_run
 from support.tubemq_cluster import JavaProbe, TubeMQCluster
 
 READ_TOPIC = "bench_read"
@@ -129,15 +130,21 @@ def run(
         )
 
     spark_read = timed_run("A", 0, 1, stored, read, case="read")
-    _, got, total_ms, flowing_ms = probe.run(
-        "consume-timed", cluster.master, READ_TOPIC, "bench_java_group", str(stored), timeout=900
-    )[-1].split()
+    with CpuUse() as java_cpu:
+        consumed = probe.run(
+            "consume-timed",
+            *(cluster.master, READ_TOPIC, "bench_java_group", str(stored)),
+            timeout=900,
+        )
+    _, got, total_ms, flowing_ms = consumed[-1].split()
     assert int(got) >= stored, f"the Java consumer read {got} of {stored} messages"
     java_read = stored / (int(total_ms) / 1000)
     java_flowing = stored / (int(flowing_ms) / 1000)
     print(
         f"  J: {int(total_ms) / 1000:.2f} s from subscribing ({java_read:,.0f} msg/s), "
-        f"{int(flowing_ms) / 1000:.2f} s from the first message ({java_flowing:,.0f} msg/s)",
+        f"{int(flowing_ms) / 1000:.2f} s from the first message ({java_flowing:,.0f} msg/s); "
+        f"cores busy {java_cpu.cores_busy:.2f} (broker {java_cpu.broker_cores:.2f}, "
+        f"JVMs {java_cpu.jvm_cores:.2f}) from subscribing",
         flush=True,
     )
 
@@ -189,6 +196,7 @@ def run(
         "java_write_failed": n - stored,
         "java_read_ms": int(total_ms),
         "java_read_flowing_ms": int(flowing_ms),
+        "java_read_cpu": java_cpu.summary(),
     }
     return rows, details
 

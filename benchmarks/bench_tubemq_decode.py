@@ -71,9 +71,9 @@ def run(frames: bytes, count: int) -> float:
     rows = 0
     offset = 0
     for frame in FrameDecoder().feed(frames):
-        reply = rpc.decode_response(frame).message
-        assert isinstance(reply, broker_pb.GetMessageResponseB2C)
-        decoded = messages.decode_messages(reply)
+        reply = rpc.decode_get_message(frame).message
+        assert isinstance(reply, messages.GetMessageReply)
+        decoded = reply.messages
         batch = Batch(offset, decoded, offset + INDEX_ENTRY * len(decoded))
         offsets = batch.message_offsets()
         assert offsets is not None

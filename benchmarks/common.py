@@ -59,6 +59,7 @@ DEFAULT_PARTITIONS = 4
 BROKERS = ("pulsar-lite", "apache")
 APACHE_MAIN = "org.apache.pulsar.PulsarStandaloneStarter"  # how Apache's JVM is told apart
 KAFKA_MAIN = "kafka.Kafka"  # and Kafka's
+TUBEMQ_BROKER_MAIN = "org.apache.inlong.tubemq.server.tools.BrokerStartup"  # and TubeMQ's
 
 Broker = LocalBroker | ApacheBroker
 
@@ -672,8 +673,10 @@ class CpuUse:
                 fields = _stat_fields(pid)
             except (OSError, IndexError):
                 continue
-            # pulsar-lite, Apache's JVM, Kafka's (bench_peers)
-            is_broker = "pulsar" in program or APACHE_MAIN in args or KAFKA_MAIN in args
+            # pulsar-lite, Apache's JVM, Kafka's (bench_peers), TubeMQ's broker (bench_tubemq)
+            is_broker = "pulsar" in program or any(
+                main in args for main in (APACHE_MAIN, KAFKA_MAIN, TUBEMQ_BROKER_MAIN)
+            )
             role = "broker" if is_broker else "jvm" if program == "java" else "python"
             used[role] = used.get(role, 0) + sum(int(f) for f in fields[11:15])
         return used

@@ -44,7 +44,6 @@ from pulsar_spark.tubemq.arrow import messages_to_batch
 from pulsar_spark.tubemq.errors import TubeMQRemoteCallError
 from pulsar_spark.tubemq.wire import messages as tube_messages
 from pulsar_spark.tubemq.wire import rpc
-from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import FrameDecoder as TubeFrameDecoder
 
 TOPIC = "persistent://public/default/fuzz"
@@ -283,9 +282,9 @@ def read_tubemq(data: bytes) -> int:
     read = 0
     for frame in frames:
         try:
-            response = rpc.decode_response(frame)
-            if isinstance(response.message, broker_pb.GetMessageResponseB2C):
-                found = tube_messages.decode_messages(response.message)
+            response = rpc.decode_get_message(frame)
+            if isinstance(response.message, tube_messages.GetMessageReply):
+                found = response.message.messages
                 messages_to_batch("fuzz", "1:1", np.arange(len(found)), found)
                 read += len(found)
         except (PulsarSparkError, TubeMQRemoteCallError):

@@ -60,10 +60,24 @@ def decode_all(rng: random.Random, data: bytes, use: Callable[[Frame], None]) ->
 
 
 def read_response(frame: Frame) -> None:
-    """What the client does with a frame: the response, then a GetMessage reply's messages."""
-    response = rpc.decode_response(frame)
-    if isinstance(response.message, broker_pb.GetMessageResponseB2C):
-        messages.decode_messages(response.message)
+    """What a read does with a frame (the response, a GetMessage reply's messages found in its
+    bytes at once), which must end as the protobuf runtime's reading of it does: the same
+    messages and fields, or the same error."""
+    try:
+        runtime = rpc.decode_response(frame)
+        if isinstance(runtime.message, broker_pb.GetMessageResponseB2C):
+            decoded = messages.decode_messages(runtime.message)
+            del runtime.message.messages[:]
+            expected: object = messages.GetMessageReply(runtime.message, decoded)
+        else:
+            expected = runtime.message
+    except CLEAN as exc:
+        expected = type(exc)
+    try:
+        got: object = rpc.decode_get_message(frame).message
+    except CLEAN as exc:
+        got = type(exc)
+    assert got == expected
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:
@@ -106,6 +120,24 @@ def test_mutated_golden_frames() -> None:
     for rng in rounds(3):
         frames = rng.sample(GOLDEN, rng.randint(1, 3))
         decode_all(rng, mutate(rng, b"".join(frames)), read_response)
+
+
+def test_mutated_replies_of_many_messages() -> None:
+    for rng in rounds(5):
+        reply = broker_pb.GetMessageResponseB2C(success=True, errCode=200, currOffset=28)
+        for i in range(rng.randint(1, 30)):
+            value = rng.randbytes(rng.choice((0, 1, 20, 130, 300)))
+            attributes = rng.choice((None, "$msgType$=t", "k=v,j=w"))
+            payload, flag = messages.encode_payload(value, attributes)
+            reply.messages.add(
+                messageId=rng.choice((i, 2**50 + i, 2379089522840305664 + i)),
+                checkSum=messages.checksum(payload),
+                payLoadData=payload,
+                flag=flag,
+            )
+        call = rpc.CALLS[rpc.Method.GET_MESSAGE]
+        frame = rpc.encode_response(1, call, reply)
+        decode_all(rng, frame if rng.random() < 0.2 else mutate(rng, frame), read_response)
 
 
 def test_golden_frames_in_random_pieces_decode_whole() -> None:

@@ -33,7 +33,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
@@ -48,7 +48,9 @@ from pulsar_spark.errors import (
     RequestTimeoutError,
 )
 from pulsar_spark.tubemq.wire import auth, rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder
+from pulsar_spark.tubemq.wire.messages import GetMessageReply
 
 R = TypeVar("R", bound=Message)
 
@@ -179,6 +181,16 @@ class TubeMQConnection:
             self._pending.update(serials)
         return Submitted(self, serials, calls, time.monotonic() + timeout)
 
+    def get_messages(
+        self, request: broker_pb.GetMessageRequestC2B, *, timeout: float = 10.0
+    ) -> GetMessageReply:
+        """Send a GetMessage ``request`` and return its reply with the messages decoded
+        (:func:`~pulsar_spark.tubemq.wire.rpc.decode_get_message`); failures as
+        :meth:`call`, the errCode left to the caller."""
+        submitted = self.submit([request], broker_pb.GetMessageResponseB2C, timeout=timeout)
+        (reply,) = self._collect(submitted, False, rpc.decode_get_message)
+        return cast("GetMessageReply", reply)
+
     def close(self) -> None:
         """Close the socket (idempotent)."""
         self._closed = True
@@ -204,12 +216,18 @@ class TubeMQConnection:
         except OSError as exc:
             raise ConnectionClosedError(f"send to {self.address} failed: {exc}") from exc
 
-    def _collect(self, submitted: Submitted[R], check: bool) -> list[R]:
-        """The replies to ``submitted``, read until they are all here (see :meth:`submit`)."""
+    def _collect(
+        self,
+        submitted: Submitted[R],
+        check: bool,
+        decode: Callable[[Frame], rpc.Response] = rpc.decode_response,
+    ) -> list[R]:
+        """The replies to ``submitted``, read until they are all here (see :meth:`submit`)
+        and decoded with ``decode``."""
         with self._lock:
             try:
                 responses = [
-                    rpc.decode_response(frame)
+                    decode(frame)
                     for frame in self._frames_for(submitted.serials, submitted.deadline)
                 ]
             except PulsarSparkError:

@@ -58,7 +58,6 @@ from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
 from pulsar_spark.tubemq.client.cluster import TubePartition, connect
 from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
 from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError, tubemq_error_for
-from pulsar_spark.tubemq.wire import messages
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.messages import TubeMessages
 
@@ -146,7 +145,7 @@ class PartitionConsumer:
 
     def fetch(self) -> Batch | None:
         """The next reply's messages, or None at the end of the store."""
-        reply = self._conn.call(
+        reply = self._conn.get_messages(
             broker_pb.GetMessageRequestC2B(
                 clientId=self._client,
                 partitionId=self.partition.partition_id,
@@ -154,15 +153,13 @@ class PartitionConsumer:
                 topicName=self.partition.topic,
                 lastPackConsumed=True,
             ),
-            broker_pb.GetMessageResponseB2C,
             timeout=self._timeout,
-            check=False,
         )
         if reply.errCode == END_OF_DATA:
             return None
         if reply.errCode != 200:
             raise tubemq_error_for(reply.errCode, reply.errMsg)
-        return Batch(reply.currOffset, messages.decode_messages(reply))
+        return Batch(reply.currOffset, reply.messages)
 
     def heartbeat(self) -> None:
         """Tell the broker the registration is alive (it drops one that sent nothing for

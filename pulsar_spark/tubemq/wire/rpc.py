@@ -35,6 +35,7 @@ from google.protobuf.message import DecodeError, Message
 from pulsar_spark.common.varints import encode_varint, read_varint
 from pulsar_spark.errors import RemoteProtocolError
 from pulsar_spark.tubemq.errors import tubemq_error_for, tubemq_remote_exception_for
+from pulsar_spark.tubemq.wire import messages
 from pulsar_spark.tubemq.wire._generated import (
     tubemq_broker_pb2 as broker_pb,
 )
@@ -45,6 +46,7 @@ from pulsar_spark.tubemq.wire._generated import (
     tubemq_rpc_pb2 as rpc_pb,
 )
 from pulsar_spark.tubemq.wire.framing import Frame, encode_frame
+from pulsar_spark.tubemq.wire.reply_scan import scan_messages
 
 M = TypeVar("M", bound=Message)
 
@@ -184,7 +186,7 @@ class Response:
 
     serial_no: int
     call: Call
-    message: Message
+    message: Message | messages.GetMessageReply
 
 
 class Replied(Protocol):
@@ -278,6 +280,39 @@ def decode_response(frame: Frame) -> Response:
     an exception, and RemoteProtocolError when the frame is not a valid response. The reply's
     ``errCode`` is not looked at: see :func:`raise_for_error_code`.
     """
+    call, data = _response_body(frame)
+    return Response(frame.serial_no, call, _parse(call.response_type, data))
+
+
+def decode_get_message(frame: Frame) -> Response:
+    """:func:`decode_response` for a read: a GetMessage reply comes as a
+    :class:`~.messages.GetMessageReply`, its messages decoded and checked (a checksum that does
+    not match raises ChecksumMismatchError). They are found in the reply's bytes all at once
+    (:mod:`.reply_scan`) where the scan allows, otherwise through the protobuf runtime. A reply
+    to another call is decoded as :func:`decode_response` does."""
+    call, data = _response_body(frame)
+    if call.method is not Method.GET_MESSAGE:
+        return Response(frame.serial_no, call, _parse(call.response_type, data))
+    return Response(frame.serial_no, call, _get_message_reply(data))
+
+
+def _get_message_reply(data: bytes) -> messages.GetMessageReply:
+    scanned = scan_messages(data)
+    if scanned is not None:
+        # the reply's other fields, parsed without its messages
+        others = data[: scanned.first] + data[scanned.after :]
+        rest = _parse(broker_pb.GetMessageResponseB2C, others)
+        found = messages.decode_scanned(data, scanned)
+        if found is not None and not rest.messages:
+            return messages.GetMessageReply(rest, found)
+    response = _parse(broker_pb.GetMessageResponseB2C, data)
+    decoded = messages.decode_messages(response)
+    del response.messages[:]
+    return messages.GetMessageReply(response, decoded)
+
+
+def _response_body(frame: Frame) -> tuple[Call, bytes]:
+    """The call a response frame answers and its reply's bytes; raises for an exception body."""
     reader = _DelimitedReader(frame.data, frame.serial_no)
     reader.read(rpc_pb.RpcConnHeader)
     header = reader.read(rpc_pb.ResponseHeader)
@@ -285,8 +320,7 @@ def decode_response(frame: Frame) -> Response:
         failure = reader.read(rpc_pb.RspExceptionBody)
         raise tubemq_remote_exception_for(_text(failure.exceptionName), _text(failure.stackTrace))
     body = reader.read(rpc_pb.RspResponseBody)
-    call = _call_for_method(body.method, frame.serial_no)
-    return Response(frame.serial_no, call, _parse(call.response_type, body.data))
+    return _call_for_method(body.method, frame.serial_no), body.data
 
 
 def raise_for_error_code(reply: Replied) -> None:
