@@ -14,7 +14,8 @@ J. The official Java client (``TubeMQProbe produce-timed``): one producer, the a
    Sends its callback reports failed (the broker's memory full) are not resent: J's rate
    counts the messages stored, and both reads read exactly those.
 
-Read, the N messages J wrote:
+Read, the N messages J wrote, once the broker has written both topics to its files (it flushes
+its memory in the background; neither read should share the cores with that):
 A. ``spark.read.format("tubemq")`` into Spark's ``noop`` sink (one task per partition).
 J. The official Java client (``TubeMQProbe consume-timed``): a ``PullMessageConsumer`` from
    the first offset, ``getMessage``/``confirmConsume`` until N messages; timed from
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ WRITE_TOPIC = "bench_write"
 WARMUP_TOPIC = "bench_warmup"
 WARMUP_ROWS = 20_000
 PARTITIONS = 3
+# Seconds to wait for the broker to flush what was written before the reads.
+SETTLE_TIMEOUT = 600
 
 
 def main() -> None:
@@ -79,6 +83,18 @@ def warm_up(spark: Any, master: str) -> None:
     rows.write.format("tubemq").options(**options).mode("append").save()
     read = spark.read.format("tubemq").options(**options).load()
     read.write.format("noop").mode("overwrite").save()
+
+
+def settle(cluster: TubeMQCluster, counts: dict[str, int]) -> None:
+    """Wait until the broker has written every message of ``counts`` to its files: it does so
+    in the background (``memCacheFlushIntvl`` after the last write), and neither read should
+    share the cores with that."""
+    start = time.monotonic()
+    while any(cluster.flushed_messages(topic) < count for topic, count in counts.items()):
+        if time.monotonic() - start > SETTLE_TIMEOUT:
+            raise RuntimeError(f"the broker had not flushed the topics in {SETTLE_TIMEOUT} s")
+        time.sleep(1)
+    print(f"  the broker flushed what was written in {time.monotonic() - start:.0f} s", flush=True)
 
 
 def run(
@@ -115,6 +131,7 @@ def run(
 
     warm_up(spark, cluster.master)
     spark_write = timed_run("A", 0, 1, n, write, case="write")
+    settle(cluster, {READ_TOPIC: stored, WRITE_TOPIC: n})
 
     print("== read", flush=True)
 
