@@ -36,7 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.arrow.decode import binary_array
-from pulsar_spark.common.varints import decode_words
+from pulsar_spark.common.varints import byte_words, decode_words
 from pulsar_spark.protocol.messages import Spans
 
 _I64 = npt.NDArray[np.int64]
@@ -160,7 +160,7 @@ class _Reader:
         self.buffer = buffer
         size = len(buffer)
         self.u8 = np.frombuffer(buffer, dtype=np.uint8)
-        self.u64 = np.ndarray(shape=(size - 7,), dtype="<u8", buffer=buffer, strides=(1,))
+        self.u64 = byte_words(buffer)
         self.f64 = np.ndarray(shape=(size - 7,), dtype="<f8", buffer=buffer, strides=(1,))
         self.f32 = np.ndarray(shape=(size - 3,), dtype="<f4", buffer=buffer, strides=(1,))
 

@@ -27,6 +27,13 @@ _SQUEEZE = (
 )
 
 
+def byte_words(buffer: bytes | npt.NDArray[np.uint8]) -> _U64:
+    """The little-endian uint64 word that begins at each offset of ``buffer`` up to its last
+    eight bytes, as :func:`decode_words` takes them: a strided view, no copy."""
+    words: _U64 = np.ndarray(shape=(len(buffer) - 7,), dtype="<u8", buffer=buffer, strides=(1,))
+    return words
+
+
 def decode_words(words: _U64) -> tuple[_U64, _I64]:
     """The varint at the start of each word, and its length (0 when over eight bytes)."""
     ends = ~words & _HIGH_BITS  # the bytes whose high bit is clear

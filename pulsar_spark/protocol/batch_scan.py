@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pulsar_spark.common.varints import decode_words
+from pulsar_spark.common.varints import byte_words, decode_words
 from pulsar_spark.protocol.batch_fields import BatchFields
 
 _U64 = npt.NDArray[np.uint64]
@@ -89,7 +89,7 @@ class _Bytes:
     def __init__(self, data: bytes) -> None:
         self.size = len(data)
         self.u8 = np.frombuffer(data, dtype=np.uint8)
-        self.u64: _U64 = np.ndarray(shape=(self.size - 7,), dtype="<u8", buffer=data, strides=(1,))
+        self.u64 = byte_words(data)
 
     def varints(self, at: _I64) -> tuple[_U64, _I64 | int]:
         """The varints that begin at offsets ``at``, and their lengths (0: longer than eight

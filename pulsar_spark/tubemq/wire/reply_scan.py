@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pulsar_spark.common.varints import decode_nine, decode_words, read_varint
+from pulsar_spark.common.varints import byte_words, decode_nine, decode_words, read_varint
 
 _MESSAGE = 0x22  # field 4 of GetMessageResponseB2C, length-delimited
 # The tags of TransferedMessage's fields, in number order.
@@ -82,8 +82,7 @@ def scan_messages(data: bytes) -> ScannedMessages | None:
     after = int(ends[count - 1])
     if after > len(data) or (count < len(starts) and starts[count] < after):
         return None  # the last message runs past the reply, or a candidate lies inside one
-    words = np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
-    return _fields(buf, words, body[:count], ends[:count], first=first, after=after)
+    return _fields(buf, byte_words(buf), body[:count], ends[:count], first=first, after=after)
 
 
 def _first_message(data: bytes) -> int | None:
