@@ -155,7 +155,8 @@ def decode_messages(
     if verify and [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
         for args in zip(ids, payloads, sums, strict=True):
             _verify(*args)
-    return _split_all(ids, payloads, flags)
+    flagged = [i for i, flag in enumerate(flags) if flag & FLAG_HAS_ATTRIBUTES]
+    return _split_all(ids, payloads, flags, flagged)
 
 
 def decode_scanned(data: bytes, scanned: ScannedMessages) -> TubeMessages | None:
@@ -167,20 +168,19 @@ def decode_scanned(data: bytes, scanned: ScannedMessages) -> TubeMessages | None
     sums = np.fromiter(map(zlib.crc32, values), np.uint64, len(values))
     if not np.array_equal(sums & _CHECKSUM_MASK, scanned.checksums):
         return None
-    if not (scanned.flags & FLAG_HAS_ATTRIBUTES).any():
-        return TubeMessages(scanned.ids, values, [None] * len(values), scanned.flags.tolist())
-    return _split_all(scanned.ids, values, scanned.flags.tolist())
+    flagged = np.flatnonzero(scanned.flags & FLAG_HAS_ATTRIBUTES).tolist()
+    return _split_all(scanned.ids, values, scanned.flags.tolist(), flagged)
 
 
-def _split_all(ids: list[int], payloads: list[bytes], flags: list[int]) -> TubeMessages:
-    """The messages of ``payloads``, those flagged with attributes split."""
+def _split_all(
+    ids: list[int], payloads: list[bytes], flags: list[int], flagged: list[int]
+) -> TubeMessages:
+    """The messages of ``payloads``, those at the indexes ``flagged`` (the ones flagged with
+    attributes) split."""
     attributes: list[str | None] = [None] * len(ids)
-    values = payloads
-    if any(flag & FLAG_HAS_ATTRIBUTES for flag in flags):
-        values = list(payloads)
-        for i, flag in enumerate(flags):
-            if flag & FLAG_HAS_ATTRIBUTES:
-                values[i], attributes[i] = _split(ids[i], payloads[i])
+    values = list(payloads) if flagged else payloads
+    for i in flagged:
+        values[i], attributes[i] = _split(ids[i], payloads[i])
     return TubeMessages(ids, values, attributes, flags)
 
 
