@@ -29,9 +29,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsar_spark.common.byte_rows import ranges
 from pulsar_spark.common.varints import encode_varints
 from pulsar_spark.errors import SchemaError
-from pulsar_spark.protocol.messages import ranges
 
 _Bytes = npt.NDArray[np.uint8]
 _Ints = npt.NDArray[np.int64]

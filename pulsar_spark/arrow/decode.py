@@ -39,7 +39,8 @@ import pyarrow as pa
 
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, ENCRYPTED_FIELD, MESSAGE_ID_TYPE
 from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text, ranges
+from pulsar_spark.common.byte_rows import ranges
+from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text
 
 if TYPE_CHECKING:
     from pulsar_spark.arrow.key_values import RowDecoder

@@ -35,9 +35,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from pulsar_spark.common.byte_rows import ranges
 from pulsar_spark.errors import ConfigurationError
 from pulsar_spark.protocol.encode import Blobs, OutgoingColumns, PropertyBlobs, routing_key
-from pulsar_spark.protocol.messages import ranges
 from pulsar_spark.topic import full_topic_name
 
 ACCEPTED_COLUMNS = {

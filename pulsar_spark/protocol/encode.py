@@ -31,7 +31,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pulsar_spark.common.varints import encode_varint, varint_sizes
+from pulsar_spark.common.byte_rows import Short, interleave, pack, varints
+from pulsar_spark.common.varints import encode_varint
 from pulsar_spark.errors import LocalProtocolError
 from pulsar_spark.protocol import compression, pb
 
@@ -259,11 +260,11 @@ class PropertyBlobs:
         if first == last:
             return None
         names, values = self.names.slice(first, last), self.values.slice(first, last)
-        name_head = _tagged_varint(0x0A, names.lengths)
-        value_head = _tagged_varint(0x12, values.lengths)
+        name_head = varints(names.lengths, 0x0A)
+        value_head = varints(values.lengths, 0x12)
         pair_sizes = name_head.lengths + names.lengths + value_head.lengths + values.lengths
-        pieces = _pieces([_tagged_varint(0x0A, pair_sizes), name_head, names, value_head, values])
-        data, ends = _interleave(pieces, last - first)
+        pieces = _pieces([varints(pair_sizes, 0x0A), name_head, names, value_head, values])
+        data, ends = interleave(pieces, last - first)
         pair_offsets = np.zeros(last - first + 1, dtype=np.int64)
         pair_offsets[1:] = ends
         return Blobs(np.frombuffer(data, dtype=np.uint8), pair_offsets[self.offsets - first])
@@ -360,14 +361,6 @@ class Records:
         return min(len(self), start + max(room_messages, 1), max(crossing + 1, start + 1))
 
 
-@dataclass(frozen=True, slots=True)
-class _Short:
-    """A field of a few bytes in every message: message ``i`` writes ``matrix[i, :lengths[i]]``."""
-
-    matrix: _Bytes
-    lengths: _Ints
-
-
 def encode_records(columns: OutgoingColumns, first_sequence_id: int) -> Records:
     """The batch record of every row of ``columns``, numbered from ``first_sequence_id``.
 
@@ -380,89 +373,56 @@ def encode_records(columns: OutgoingColumns, first_sequence_id: int) -> Records:
     fields = _metadata_fields(columns, first_sequence_id)
     metadata_sizes = np.sum([field.lengths for field in fields], axis=0, dtype=np.int64)
     size_prefix = metadata_sizes.astype(">u4").view(np.uint8).reshape(count, 4)
-    prefix = _Short(size_prefix, np.full(count, 4, dtype=np.int64))
-    data, ends = _interleave(_pieces([prefix, *fields, columns.values]), count)
+    prefix = Short(size_prefix, np.full(count, 4, dtype=np.int64))
+    data, ends = interleave(_pieces([prefix, *fields, columns.values]), count)
     return Records(data, ends, first_sequence_id, columns)
 
 
-def _metadata_fields(columns: OutgoingColumns, first_sequence_id: int) -> list[_Short | Blobs]:
+def _metadata_fields(columns: OutgoingColumns, first_sequence_id: int) -> list[Short | Blobs]:
     """SingleMessageMetadata fields 1, 2, 3, 5, 6, 8 and 9 of every row, in that order."""
-    fields: list[_Short | Blobs] = []
+    fields: list[Short | Blobs] = []
     properties = columns.properties.encoded() if columns.properties is not None else None
     if properties is not None:
         fields.append(properties)
     if columns.keys is not None:
-        fields.append(_tagged_varint(0x12, columns.keys.lengths, columns.has_key))
+        fields.append(varints(columns.keys.lengths, 0x12, columns.has_key))
         fields.append(columns.keys)
-    fields.append(_tagged_varint(0x18, columns.sizes()))
+    fields.append(varints(columns.sizes(), 0x18))
     if columns.event_times is not None:
-        fields.append(_tagged_varint(0x28, columns.event_times, columns.event_times != 0))
+        fields.append(varints(columns.event_times, 0x28, columns.event_times != 0))
     if columns.keys_are_base64 and columns.has_key is not None:
         fields.append(_flag(0x30, columns.has_key))
     sequence_ids = np.arange(len(columns), dtype=np.uint64) + np.uint64(first_sequence_id)
-    fields.append(_tagged_varint(0x40, sequence_ids))
+    fields.append(varints(sequence_ids, 0x40))
     if columns.null_values is not None:
         fields.append(_flag(0x48, columns.null_values))
     return fields
 
 
-def _tagged_varint(
-    tag: int, values: npt.NDArray[np.int64 | np.uint64], present: _Flags | None = None
-) -> _Short:
-    """``tag`` then ``values[i]`` as a varint (negative ones in ten bytes), where present."""
-    numbers = values.astype(np.uint64)
-    sizes = varint_sizes(numbers)
-    width = int(sizes.max(initial=1))
-    groups = (numbers[:, None] >> (np.arange(width, dtype=np.uint64) * np.uint64(7))) & 0x7F
-    more = np.arange(width) < (sizes - 1)[:, None]
-    matrix = np.empty((len(numbers), width + 1), dtype=np.uint8)
-    matrix[:, 0] = tag
-    matrix[:, 1:] = groups | (more.astype(np.uint64) << np.uint64(7))
-    lengths = sizes + 1
-    return _Short(matrix, lengths if present is None else np.where(present, lengths, 0))
-
-
-def _flag(tag: int, present: _Flags) -> _Short:
+def _flag(tag: int, present: _Flags) -> Short:
     """``tag`` and a varint 1 (true) where ``present``."""
     matrix = np.empty((len(present), 2), dtype=np.uint8)
     matrix[:, 0] = tag
     matrix[:, 1] = 1
-    return _Short(matrix, present.astype(np.int64) * 2)
+    return Short(matrix, present.astype(np.int64) * 2)
 
 
-def _pieces(fields: list[_Short | Blobs]) -> list[tuple[_Bytes, _Ints]]:
+def _pieces(fields: list[Short | Blobs]) -> list[tuple[_Bytes, _Ints]]:
     """Every field's bytes laid end to end, with each message's length; short fields next to
     each other are packed together."""
     pieces: list[tuple[_Bytes, _Ints]] = []
-    shorts: list[_Short] = []
+    shorts: list[Short] = []
     for field in fields:
-        if isinstance(field, _Short):
+        if isinstance(field, Short):
             shorts.append(field)
             continue
         if shorts:
-            pieces.append(_pack(shorts))
+            pieces.append(pack(shorts))
             shorts = []
         pieces.append((field.joined(), field.lengths))
     if shorts:
-        pieces.append(_pack(shorts))
+        pieces.append(pack(shorts))
     return pieces
-
-
-def _pack(shorts: list[_Short]) -> tuple[_Bytes, _Ints]:
-    matrix = np.hstack([short.matrix for short in shorts])
-    used = np.hstack([np.arange(s.matrix.shape[1]) < s.lengths[:, None] for s in shorts])
-    return matrix[used], np.sum([short.lengths for short in shorts], axis=0, dtype=np.int64)
-
-
-def _interleave(pieces: list[tuple[_Bytes, _Ints]], count: int) -> tuple[memoryview, _Ints]:
-    """Message 0's share of every piece, then message 1's, ...; and where each message ends."""
-    lengths = np.column_stack([piece_lengths for _, piece_lengths in pieces])
-    ends = np.cumsum(lengths.sum(axis=1))
-    owner = np.repeat(np.tile(np.arange(len(pieces), dtype=np.uint8), count), lengths.ravel())
-    out = np.empty(int(ends[-1]) if count else 0, dtype=np.uint8)
-    for index, (data, _) in enumerate(pieces):
-        out[owner == index] = data
-    return out.data, ends
 
 
 def single_message_metadata(

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from pulsar_spark.common.byte_rows import ranges
 from pulsar_spark.errors import CorruptPayloadError
 
 Int64Array = npt.NDArray[np.int64]
@@ -251,16 +252,6 @@ class PropertyColumns:
 
 def _utf8(sent: Text) -> bytes:
     return sent if isinstance(sent, bytes) else sent.encode()
-
-
-def ranges(starts: Int64Array, stops: Int64Array) -> tuple[IndexArray, Int64Array]:
-    """The indices ``starts[i]`` to ``stops[i]`` (exclusive) for every i, end to end, and the
-    offsets at which each range begins in them."""
-    counts = stops - starts
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    indices = np.arange(int(offsets[-1]), dtype=np.intp) + np.repeat(starts - offsets[:-1], counts)
-    return indices, offsets
 
 
 @dataclass(frozen=True, slots=True)
