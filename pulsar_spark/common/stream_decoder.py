@@ -8,11 +8,13 @@ linear in the number of bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from pulsar_spark.errors import TruncatedFrameError
 
 F = TypeVar("F")
+S = TypeVar("S")
 
 
 class StreamDecoder(Generic[F]):
@@ -31,6 +33,20 @@ class StreamDecoder(Generic[F]):
     def feed(self, data: bytes | bytearray | memoryview) -> list[F]:
         """Add bytes from the transport; return every frame completed by them."""
         self._buffer += data
+        return self._frames()
+
+    def feed_scanned(
+        self, data: bytes | bytearray | memoryview, scan: Callable[[bytearray, int], tuple[int, S]]
+    ) -> tuple[S, list[F]]:
+        """:meth:`feed`, with ``scan`` reading first: it takes the buffer and where the next
+        frame starts, and returns where the frames it read end and what it found in them (it
+        must read complete frames only). The frames after those come as :meth:`feed` returns
+        them."""
+        self._buffer += data
+        self._offset, found = scan(self._buffer, self._offset)
+        return found, self._frames()
+
+    def _frames(self) -> list[F]:
         frames = []
         while (frame := self._next_frame()) is not None:
             frames.append(frame)

@@ -62,6 +62,18 @@ def decode_nine(words: _U64, ninth: npt.NDArray[np.uint8]) -> _U64 | None:
     return _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top
 
 
+def decode_long_words(words: _U64, ninth: npt.NDArray[np.uint8]) -> tuple[_U64, _I64]:
+    """:func:`decode_words` that also reads varints of nine bytes (``ninth`` holds each one's
+    ninth byte): the length is 0 only for a varint of ten bytes."""
+    values, lengths = decode_words(words)
+    nine = (lengths == 0) & ((words & _HIGH_BITS) == _HIGH_BITS) & (ninth < 0x80)
+    if nine.any():
+        top = ninth.astype(np.uint64) << np.uint64(56)
+        values = np.where(nine, _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top, values)
+        lengths = np.where(nine, 9, lengths)
+    return values, lengths
+
+
 def _squeeze(groups: _U64, steps: int) -> _U64:
     """Close the gaps between the 7-bit groups of each word (one step joins pairs of groups:
     one step is enough for two groups, two for four, three for eight)."""

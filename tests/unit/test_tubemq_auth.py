@@ -4,6 +4,7 @@ carries the identity in the form its server takes."""
 from __future__ import annotations
 
 import pytest
+from google.protobuf.message import Message
 
 from pulsar_spark.tubemq.wire import auth
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
@@ -73,3 +74,40 @@ def test_calls_without_an_identity_field_are_left_alone() -> None:
     before = request.SerializeToString()
     auth.sign(request, auth.identity(ALICE, TIME_MS, 1))
     assert request.SerializeToString() == before
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        broker_pb.SendMessageRequestP2B(
+            clientId="c", topicName="t", partitionId=2, data=b"v", flag=0, checkSum=-1, sentAddr=1
+        ),
+        master_pb.RegisterRequestP2M(
+            clientId="c", topicList=["t", "u"], brokerCheckSum=-1, hostName="h"
+        ),
+        broker_pb.RegisterRequestC2B(
+            opType=31, clientId="c", groupName="g", topicName="t", partitionId=0, readStatus=0
+        ),
+    ],
+    ids=["send", "master-register", "broker-register"],
+)
+def test_signed_field_appended_signs_the_request(request_: Message) -> None:
+    """A request's bytes without authInfo, then signed_field: the request sign() makes."""
+    signed = auth.identity(ALICE, TIME_MS, 123456789)
+    unsigned = request_.SerializeToString()
+    field = auth.signed_field(type(request_), signed)
+    expected = type(request_)()
+    expected.CopyFrom(request_)
+    auth.sign(expected, signed)
+    assert expected.HasField("authInfo")
+    assert type(request_).FromString(unsigned + field) == expected
+    assert field[0] == type(request_).DESCRIPTOR.fields_by_name["authInfo"].number << 3 | 2
+    alone = type(request_).FromString(field)
+    assert [descriptor.name for descriptor, _ in alone.ListFields()] == ["authInfo"]
+    assert alone.authInfo == expected.authInfo
+
+
+def test_signed_field_of_a_request_without_an_identity_is_empty() -> None:
+    signed = auth.identity(ALICE, TIME_MS, 1)
+    assert auth.signed_field(broker_pb.GetMessageRequestC2B, signed) == b""
+    assert auth.signed_field(broker_pb.CommitOffsetRequestC2B, signed) == b""

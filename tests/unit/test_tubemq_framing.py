@@ -6,6 +6,8 @@ import pytest
 
 from pulsar_spark.errors import FrameTooLargeError, RemoteProtocolError, TruncatedFrameError
 from pulsar_spark.tubemq.errors import BadFrameTokenError
+from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import (
     CHUNK_SIZE,
     FRAME_TOKEN,
@@ -15,6 +17,7 @@ from pulsar_spark.tubemq.wire.framing import (
     FrameDecoder,
     encode_frame,
 )
+from pulsar_spark.tubemq.wire.send_acks import scan_acks
 
 # A frame of serial number 5 with the two chunks b"ab" and b"" (hand-built).
 TWO_CHUNKS = bytes.fromhex("ff7ff4fe 00000005 00000002 00000002 6162 00000000")
@@ -149,3 +152,46 @@ def test_truncated_inside_a_chunk_waits_then_eof_raises() -> None:
     assert decoder.buffered == 15
     with pytest.raises(TruncatedFrameError, match=r"\(15 bytes pending\)"):
         decoder.eof()
+
+
+def send_ack(serial_no: int, message_id: int, offset: int) -> bytes:
+    """The frame of a broker's reply that stored a message."""
+    reply = broker_pb.SendMessageResponseB2P(
+        success=True,
+        errCode=200,
+        errMsg=str(message_id),
+        requireAuth=False,
+        messageId=message_id,
+        appendTime=1795921612705,
+        appendOffset=offset,
+    )
+    return rpc.encode_response(serial_no, rpc.CALLS[rpc.Method.SEND_MESSAGE], reply)
+
+
+def test_feed_scanned_gives_the_scan_then_the_frames_after() -> None:
+    """Acks read by scan_acks, the exception frame that stops it as a Frame, then an ack after
+    it as a Frame too; the part of a frame still to come stays buffered for the next feed."""
+    exception = rpc.encode_exception(3, "java.lang.Exception", "boom")
+    later, partial = send_ack(4, 40, 4), send_ack(5, 50, 5)
+    decoder = FrameDecoder()
+    acks = send_ack(1, 10, 1) + send_ack(2, 20, 2)
+    found, frames = decoder.feed_scanned(acks + exception + later + partial[:30], scan_acks)
+    assert found == {1: (10, 1), 2: (20, 2)}
+    assert frames == [Frame(3, (exception[16:],)), Frame(4, (later[16:],))]
+    assert decoder.buffered == 30
+    assert decoder.feed_scanned(partial[30:-1], scan_acks) == ({}, [])
+    assert decoder.buffered == len(partial) - 1
+    assert decoder.feed_scanned(partial[-1:] + send_ack(6, 60, 6), scan_acks) == (
+        {5: (50, 5), 6: (60, 6)},
+        [],
+    )
+    assert decoder.buffered == 0
+    decoder.eof()
+
+
+def test_feed_scanned_with_a_scan_that_reads_nothing_is_feed() -> None:
+    """A scan that leaves the buffer where it is: the frames come as feed gives them."""
+    decoder = FrameDecoder()
+    found, frames = decoder.feed_scanned(TWO_CHUNKS + b"\xff", lambda buffer, start: (start, 7))
+    assert (found, frames) == (7, [Frame(5, (b"ab", b""))])
+    assert decoder.buffered == 1

@@ -3,17 +3,24 @@ replies, and this package's encoder writes the Java client's bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pytest
+from google.protobuf.message import DecodeError, Message
 from support import tubemq_golden as golden
 
 from pulsar_spark import errors
+from pulsar_spark.common.varints import encode_varint, read_varint
 from pulsar_spark.errors import RemoteProtocolError
 from pulsar_spark.tubemq import errors as tubemq_errors
 from pulsar_spark.tubemq.wire import rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire._generated import tubemq_master_pb2 as master_pb
+from pulsar_spark.tubemq.wire._generated import tubemq_rpc_pb2 as rpc_pb
 from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder, encode_frame
 
+M = TypeVar("M", bound=Message)
 JAVA_CLIENT_ID = "192.0.2.2-26327-782601967970-1307512199-2.4.0"
 
 
@@ -315,3 +322,197 @@ def test_request_sent_to_the_wrong_service() -> None:
     )
     with pytest.raises(RemoteProtocolError, match="frame 4: method 18 sent to service 3"):
         rpc.decode_request(one_frame(encode_frame(4, data)))
+
+
+# --- the fast path for plain successful responses -----------------------------------------------
+
+
+def field_by_field(frame: Frame) -> rpc.Response:
+    """A response read one delimited message at a time and parsed by the protobuf runtime, as
+    decode_response reads every layout but the servers' own."""
+    data = frame.data
+    _, pos = delimited(rpc_pb.RpcConnHeader, data, 0)
+    header, pos = delimited(rpc_pb.ResponseHeader, data, pos)
+    if header.status != rpc_pb.ResponseHeader.SUCCESS:
+        failure, _ = delimited(rpc_pb.RspExceptionBody, data, pos)
+        raise tubemq_errors.tubemq_remote_exception_for(failure.exceptionName, failure.stackTrace)
+    body, _ = delimited(rpc_pb.RspResponseBody, data, pos)
+    if body.method not in {int(method) for method in rpc.CALLS}:
+        raise RemoteProtocolError("unknown method")
+    call = rpc.CALLS[rpc.Method(body.method)]
+    return rpc.Response(frame.serial_no, call, parsed(call.response_type, body.data))
+
+
+def delimited(message_type: type[M], data: bytes, pos: int) -> tuple[M, int]:
+    """The message of ``message_type`` whose size is the varint at ``pos``, and where it ends."""
+    try:
+        size, start = read_varint(data, pos)
+    except IndexError:
+        raise RemoteProtocolError("no size") from None
+    if start + size > len(data):
+        raise RemoteProtocolError("runs past the frame")
+    return parsed(message_type, data[start : start + size]), start + size
+
+
+def parsed(message_type: type[M], data: bytes) -> M:
+    try:
+        message = message_type.FromString(data)
+    except DecodeError:
+        raise RemoteProtocolError("does not parse") from None
+    if not message.IsInitialized():
+        raise RemoteProtocolError("lacks required fields")
+    return message
+
+
+def outcome(read: Callable[[Frame], rpc.Response], frame: Frame) -> rpc.Response | type:
+    """What ``read`` gives for ``frame``: the response, or the class of what it raised."""
+    try:
+        return read(frame)
+    except errors.PulsarSparkError as exc:
+        return type(exc)
+
+
+SEND_REPLY = broker_pb.SendMessageResponseB2P(
+    success=True,
+    errCode=200,
+    errMsg="3713573055667109888",
+    requireAuth=False,
+    messageId=3713573055667109888,
+    appendTime=1795921612705,
+    appendOffset=28,
+).SerializeToString()
+
+
+def after_headers(body: bytes, *, size: bytes | None = None, tail: bytes = b"") -> bytes:
+    """A successful response's frame: SUCCESS_HEADERS, the body's size (its varint unless
+    given), the body, and ``tail`` after it."""
+    given = encode_varint(len(body)) if size is None else size
+    return encode_frame(8, rpc.SUCCESS_HEADERS + given + body + tail)
+
+
+PLAIN_DIFFERENTIAL = {
+    "register": golden.JAVA_PRODUCER_REGISTER_REPLY,
+    "heartbeat": golden.JAVA_PRODUCER_HEARTBEAT_REPLY,
+    "close": golden.JAVA_PRODUCER_CLOSE_REPLY,
+    "send": golden.SEND_WITH_ATTRIBUTES_REPLY,
+    "send-refused": golden.SEND_BAD_CHECKSUM_REPLY,
+    "consumer-register": golden.CONSUMER_REGISTER_REPLY,
+    "get-messages": golden.GET_TWO_MESSAGES_REPLY,
+    "get-java": golden.GET_JAVA_FULL_REPLY,
+    "get-nothing": golden.GET_NOTHING_NEW_REPLY,
+    "commit": golden.COMMIT_REPLY,
+    "encoded-send": after_headers(b"\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY),
+    "unknown-field-after": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY + b"\x18\x05"
+    ),
+    "unknown-field-before": after_headers(
+        b"\x18\x05\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY
+    ),
+    "data-first": after_headers(b"\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY + b"\x08\x0d"),
+    "method-twice": after_headers(b"\x08\x11\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY),
+    "data-twice": after_headers(
+        b"\x08\x0d\x12\x02\x08\x01\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY
+    ),
+    "method-of-two-bytes": after_headers(
+        b"\x08\x8d\x00\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY
+    ),
+    "method-141": after_headers(b"\x08\x8d\x01\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY),
+    "method-99": after_headers(b"\x08\x63\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY),
+    "data-size-of-five-bytes": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY) | 0x80]) + b"\x80\x80\x80\x00" + SEND_REPLY
+    ),
+    "body-size-of-two-bytes": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY,
+        size=bytes([(len(SEND_REPLY) + 4) | 0x80, 0x00]),
+    ),
+    "bytes-after-the-body": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY, tail=b"\x00\x01"
+    ),
+    "empty-data": after_headers(b"\x08\x0d\x12\x00"),
+    "no-data": after_headers(b"\x08\x0d"),
+    "empty-body": after_headers(b""),
+    "data-past-the-body": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY) + 1]) + SEND_REPLY
+    ),
+    "data-short-of-the-body": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY) - 1]) + SEND_REPLY
+    ),
+    "body-past-the-frame": after_headers(
+        b"\x08\x0d\x12" + bytes([len(SEND_REPLY)]) + SEND_REPLY, size=b"\x7f"
+    ),
+    "data-size-cut": after_headers(b"\x08\x0d\x12\x80", size=b"\x04"),
+    "body-size-cut": encode_frame(8, rpc.SUCCESS_HEADERS + b"\x80"),
+    "headers-only": encode_frame(8, rpc.SUCCESS_HEADERS),
+    "headers-cut": encode_frame(8, rpc.SUCCESS_HEADERS[:5]),
+    "nothing": encode_frame(8, b""),
+    "exception": rpc.encode_exception(8, "java.lang.Exception", "boom"),
+    "unavailable": rpc.encode_exception(
+        8, "org.apache.inlong.tubemq.corerpc.exception.StandbyException", "standby"
+    ),
+    "master-wrong-method": golden.MASTER_WRONG_METHOD_REPLY,
+    "broker-unknown-method": golden.BROKER_UNKNOWN_METHOD_REPLY,
+}
+
+
+@pytest.mark.parametrize("captured", PLAIN_DIFFERENTIAL.values(), ids=PLAIN_DIFFERENTIAL.keys())
+def test_decode_response_reads_as_field_by_field(captured: bytes) -> None:
+    """The same response, or the same exception class, as reading every delimited message
+    with the protobuf runtime."""
+    frame = one_frame(captured)
+    assert outcome(rpc.decode_response, frame) == outcome(field_by_field, frame)
+
+
+def test_the_differential_covers_both_outcomes() -> None:
+    """Most frames above read as a response, the others raise, each in a known way."""
+    read = {
+        name: outcome(rpc.decode_response, one_frame(captured))
+        for name, captured in PLAIN_DIFFERENTIAL.items()
+    }
+    raised = {name: value for name, value in read.items() if isinstance(value, type)}
+    assert raised == {
+        "method-141": RemoteProtocolError,
+        "method-99": RemoteProtocolError,
+        "empty-data": RemoteProtocolError,
+        "no-data": RemoteProtocolError,
+        "empty-body": RemoteProtocolError,
+        "data-past-the-body": RemoteProtocolError,
+        "data-short-of-the-body": RemoteProtocolError,
+        "body-past-the-frame": RemoteProtocolError,
+        "data-size-cut": RemoteProtocolError,
+        "body-size-cut": RemoteProtocolError,
+        "headers-only": RemoteProtocolError,
+        "headers-cut": RemoteProtocolError,
+        "nothing": RemoteProtocolError,
+        "exception": tubemq_errors.TubeMQRemoteCallError,
+        "unavailable": tubemq_errors.TubeMQRemoteUnavailableError,
+        "master-wrong-method": tubemq_errors.TubeMQRemoteCallError,
+        "broker-unknown-method": tubemq_errors.TubeMQRemoteCallError,
+    }
+    send = rpc.Response(
+        8,
+        rpc.CALLS[rpc.Method.SEND_MESSAGE],
+        broker_pb.SendMessageResponseB2P.FromString(SEND_REPLY),
+    )
+    for name in (
+        "encoded-send",
+        "unknown-field-after",
+        "unknown-field-before",
+        "data-first",
+        "method-twice",
+        "data-twice",
+        "method-of-two-bytes",
+        "data-size-of-five-bytes",
+        "body-size-of-two-bytes",
+        "bytes-after-the-body",
+    ):
+        assert read[name] == send, name
+
+
+def test_an_overlong_data_size_is_refused_as_field_by_field() -> None:
+    frame = one_frame(
+        after_headers(
+            b"\x08\x0d\x12" + bytes([len(SEND_REPLY) | 0x80]) + b"\x80\x80\x80\x80\x00" + SEND_REPLY
+        )
+    )
+    assert outcome(field_by_field, frame) is RemoteProtocolError
+    assert outcome(rpc.decode_response, frame) is RemoteProtocolError

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pulsar_spark.common.varints import decode_fixed, decode_nine, decode_words
+from pulsar_spark.common.varints import (
+    byte_words,
+    decode_fixed,
+    decode_long_words,
+    decode_nine,
+    decode_words,
+    encode_varint,
+)
 
 
 def words(*chunks: bytes) -> np.ndarray:
@@ -61,3 +68,30 @@ def test_any_length_with_its_length() -> None:
     values, lengths = decode_words(words(b"\x05", b"\xac\x02", b"\x80" * 8))
     assert values[:2].tolist() == [5, 300]
     assert lengths.tolist() == [1, 2, 0]
+
+
+def laid_end_to_end(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The varints of ``values`` end to end, padded with 0xFF: the word each one starts, and
+    the byte eight bytes after its start."""
+    encoded = [encode_varint(value) for value in values]
+    starts = np.cumsum([0] + [len(e) for e in encoded[:-1]])
+    buffer = np.frombuffer(b"".join(encoded) + b"\xff" * 16, dtype=np.uint8)
+    return byte_words(buffer)[starts], buffer[starts + 8]
+
+
+def test_long_words_of_every_length_from_one_to_nine() -> None:
+    values = [0, 127, 128, 16_383, 2**14, 2**21 + 5, 2**28, 2**35 - 1, 2**42, 2**49, 2**56 - 1]
+    values += [2**56, 2**62 + 3, 2**63 - 1, 300, 3713573055667109888, 1]
+    words_at, ninth = laid_end_to_end(values)
+    decoded, lengths = decode_long_words(words_at, ninth)
+    assert decoded.tolist() == values
+    assert lengths.tolist() == [1, 1, 2, 2, 3, 4, 5, 5, 7, 8, 8, 9, 9, 9, 2, 9, 1]
+    assert lengths.tolist() == [len(encode_varint(value)) for value in values]
+
+
+def test_long_words_give_length_zero_for_ten_bytes() -> None:
+    words_at, ninth = laid_end_to_end([5, -1, 2**63, -(2**40), 2**56])
+    assert [len(encode_varint(v)) for v in (-1, 2**63, -(2**40))] == [10, 10, 10]
+    decoded, lengths = decode_long_words(words_at, ninth)
+    assert lengths.tolist() == [1, 0, 0, 0, 9]
+    assert decoded[[0, 4]].tolist() == [5, 2**56]

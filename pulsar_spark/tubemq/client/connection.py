@@ -51,10 +51,12 @@ from pulsar_spark.tubemq.wire import auth, rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import Frame, FrameDecoder
 from pulsar_spark.tubemq.wire.messages import GetMessageReply
+from pulsar_spark.tubemq.wire.send_acks import Ack, scan_acks
 
 R = TypeVar("R", bound=Message)
 
 _READ_SIZE = 64 * 1024
+_SEND = rpc.CALLS[rpc.Method.SEND_MESSAGE]
 _TLS_PORT_HINT = "with tlsEnable, master.addresses names the masters' TLS ports (tlsPort)"
 
 
@@ -81,7 +83,20 @@ class Submitted(Generic[R]):
 
     def replies(self, *, check: bool = True) -> list[R]:
         """Their replies, in request order; failures as :meth:`TubeMQConnection.call_all`."""
-        return self.connection._collect(self, check)
+        return cast("list[R]", self.connection._collect(self, check))
+
+    def acknowledgements(self) -> list[Ack | R]:
+        """SendMessage replies as :meth:`replies` gives them with ``check=False``, except that
+        a stored message's comes as its :data:`~pulsar_spark.tubemq.wire.send_acks.Ack`, read
+        many at a time (:func:`~pulsar_spark.tubemq.wire.send_acks.scan_acks`)."""
+        return self.connection._collect(self, False, acks=True)
+
+
+def _check_answered_by(calls: set[rpc.Call], response_type: type[Message]) -> None:
+    for call in calls:
+        if call.response_type is not response_type:
+            expected = call.response_type.__name__
+            raise TypeError(f"{call.request_type.__name__} is answered by {expected}")
 
 
 class TubeMQConnection:
@@ -116,7 +131,7 @@ class TubeMQConnection:
         self._closed = False
         # serial numbers sent and not yet collected, and the frames of those that arrived
         self._pending: set[int] = set()
-        self._arrived: dict[int, Frame] = {}
+        self._arrived: dict[int, Frame | Ack] = {}
 
     def __enter__(self) -> TubeMQConnection:
         return self
@@ -164,22 +179,41 @@ class TubeMQConnection:
         :meth:`Submitted.replies` waits for their replies, within ``timeout`` of now. Other
         calls may go out meanwhile; replies that arrive before they are asked for are kept."""
         calls = [rpc.call_for(request) for request in requests]
-        for call in set(calls):
-            if call.response_type is not response_type:
-                expected = call.response_type.__name__
-                raise TypeError(f"{call.request_type.__name__} is answered by {expected}")
-        with self._lock:
-            if self._closed:
-                raise ConnectionClosedError(f"connection to {self.address} is closed")
-            # positive int32 serial numbers, wrapping
-            serials = [next(self._serial) % (1 << 31) for _ in requests]
-            try:
-                self._send(serials, requests, timeout)
-            except PulsarSparkError:
-                self.close()
-                raise
-            self._pending.update(serials)
-        return Submitted(self, serials, calls, time.monotonic() + timeout)
+        _check_answered_by(set(calls), response_type)
+        signed = self._identity()
+        if signed is not None:
+            for request in requests:
+                auth.sign(request, signed)
+
+        def frames(serials: list[int], timeout_ms: int) -> bytes:
+            return b"".join(
+                rpc.encode_request(serial_no, request, timeout_ms=timeout_ms)
+                for serial_no, request in zip(serials, requests, strict=True)
+            )
+
+        return self._submit(calls, frames, timeout)
+
+    def submit_encoded(
+        self,
+        call: rpc.Call,
+        count: int,
+        encode: Callable[[list[int], bytes, int], bytes],
+        response_type: type[R],
+        *,
+        timeout: float = 10.0,
+    ) -> Submitted[R]:
+        """:meth:`submit` for ``count`` requests of ``call`` that ``encode`` frames: it takes
+        their serial numbers, the ``authInfo`` field that signs them (empty without
+        credentials; see :func:`~pulsar_spark.tubemq.wire.auth.signed_field`) and the timeout
+        in milliseconds, and returns the frames, one after another."""
+        _check_answered_by({call}, response_type)
+        signed = self._identity()
+        signature = b"" if signed is None else auth.signed_field(call.request_type, signed)
+
+        def frames(serials: list[int], timeout_ms: int) -> bytes:
+            return encode(serials, signature, timeout_ms)
+
+        return self._submit([call] * count, frames, timeout)
 
     def get_messages(
         self, request: broker_pb.GetMessageRequestC2B, *, timeout: float = 10.0
@@ -196,18 +230,33 @@ class TubeMQConnection:
         self._closed = True
         self._sock.close()
 
-    def _send(self, serials: list[int], requests: Sequence[Message], timeout: float) -> None:
-        if self._credentials is not None:
-            # one signature for the batch: it is sent now, well within the master's window
-            signed = auth.identity(
-                self._credentials, int(time.time() * 1000), secrets.randbelow(auth.NONCE_BOUND)
-            )
-            for request in requests:
-                auth.sign(request, signed)
-        frames = b"".join(
-            rpc.encode_request(serial_no, request, timeout_ms=int(timeout * 1000))
-            for serial_no, request in zip(serials, requests, strict=True)
+    def _identity(self) -> auth.Identity | None:
+        """A fresh signature of the credentials (None without): one per batch, sent at once,
+        well within the master's window."""
+        if self._credentials is None:
+            return None
+        return auth.identity(
+            self._credentials, int(time.time() * 1000), secrets.randbelow(auth.NONCE_BOUND)
         )
+
+    def _submit(
+        self, calls: list[rpc.Call], frames: Callable[[list[int], int], bytes], timeout: float
+    ) -> Submitted[R]:
+        """Send the frames ``frames`` makes for the calls' serial numbers and timeout."""
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError(f"connection to {self.address} is closed")
+            # positive int32 serial numbers, wrapping
+            serials = [next(self._serial) % (1 << 31) for _ in calls]
+            try:
+                self._send(frames(serials, int(timeout * 1000)), timeout)
+            except PulsarSparkError:
+                self.close()
+                raise
+            self._pending.update(serials)
+        return Submitted(self, serials, calls, time.monotonic() + timeout)
+
+    def _send(self, frames: bytes, timeout: float) -> None:
         if self._tls is not None:
             frames = self._tls.encrypt(frames)
         self._sock.settimeout(timeout)
@@ -221,19 +270,29 @@ class TubeMQConnection:
         submitted: Submitted[R],
         check: bool,
         decode: Callable[[Frame], rpc.Response] = rpc.decode_response,
-    ) -> list[R]:
+        *,
+        acks: bool = False,
+    ) -> list[Ack | R]:
         """The replies to ``submitted``, read until they are all here (see :meth:`submit`)
-        and decoded with ``decode``."""
+        and decoded with ``decode``; with ``acks``, acknowledgements as they are scanned."""
         with self._lock:
             try:
                 responses = [
-                    decode(frame)
-                    for frame in self._frames_for(submitted.serials, submitted.deadline)
+                    item if isinstance(item, tuple) else decode(item)
+                    for item in self._frames_for(submitted.serials, submitted.deadline, acks)
                 ]
             except PulsarSparkError:
                 self.close()
                 raise
         for expected_call, response in zip(submitted.calls, responses, strict=True):
+            if isinstance(response, tuple):
+                if expected_call is not _SEND:
+                    self.close()
+                    raise RemoteProtocolError(
+                        f"{self.address} answered method {expected_call.method} with method "
+                        f"{_SEND.method}"
+                    )
+                continue
             if response.call is not expected_call:
                 self.close()
                 raise RemoteProtocolError(
@@ -242,19 +301,25 @@ class TubeMQConnection:
                 )
             if check:
                 rpc.raise_for_error_code(cast("rpc.Replied", response.message))
-        return [cast("R", response.message) for response in responses]
+        return [
+            response if isinstance(response, tuple) else cast("R", response.message)
+            for response in responses
+        ]
 
-    def _frames_for(self, serials: list[int], deadline: float) -> list[Frame]:
+    def _frames_for(self, serials: list[int], deadline: float, acks: bool) -> list[Frame | Ack]:
         arrived = self._arrived
         for serial_no in serials:
             while serial_no not in arrived:
-                for frame in self._read_frames(deadline, serial_no):
+                for frame in self._read_frames(deadline, serial_no, acks):
                     if frame.serial_no in self._pending:
                         arrived[frame.serial_no] = frame
         self._pending.difference_update(serials)
         return [arrived.pop(serial_no) for serial_no in serials]
 
-    def _read_frames(self, deadline: float, serial_no: int) -> list[Frame]:
+    def _read_frames(self, deadline: float, serial_no: int, acks: bool) -> list[Frame]:
+        """The frames completed by the next bytes received; with ``acks``, acknowledgements
+        among them go straight to the arrived replies (only calls still waiting get any:
+        a connection closes when a call times out)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeoutError(f"no reply to call {serial_no} from {self.address}")
@@ -270,4 +335,8 @@ class TubeMQConnection:
             raise ConnectionClosedError(f"{self.address} closed the connection")
         if self._tls is not None:
             data = self._tls.decrypt(data)
-        return self._decoder.feed(data)
+        if not acks:
+            return self._decoder.feed(data)
+        scanned, frames = self._decoder.feed_scanned(data, scan_acks)
+        self._arrived.update(scanned)
+        return frames

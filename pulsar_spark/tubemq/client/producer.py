@@ -9,8 +9,10 @@ A SendMessage reply is the broker's acknowledgement: with errCode 200 the messag
 and anything else raises its :class:`~pulsar_spark.tubemq.errors.TubeMQServerError`, so a
 :meth:`send` that returns has been stored. Each message is its own SendMessage (the protocol
 has no batch), but :meth:`send_all` sends a window of them back to back and then waits for
-all the acknowledgements, instead of one round trip per message; :meth:`submit_all` leaves
-the waiting to the caller, who can send the next window meanwhile.
+all the acknowledgements, instead of one round trip per message; :meth:`submit_columns` leaves
+the waiting to the caller, who can send the next window meanwhile. A window's frames are built
+together (:mod:`~pulsar_spark.tubemq.wire.send_request`) and its acknowledgements read many
+at a time (:mod:`~pulsar_spark.tubemq.wire.send_acks`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from pulsar_spark.common.address import BrokerAddress
 from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError
 from pulsar_spark.tubemq.client.cluster import (
     TubePartition,
-    by_broker,
     client_id,
     connect,
     lookup_partitions,
@@ -40,6 +44,13 @@ from pulsar_spark.tubemq.errors import TubeMQServerError, tubemq_error_for
 from pulsar_spark.tubemq.wire import messages, rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.metadata import ipv4_to_int
+from pulsar_spark.tubemq.wire.send_request import (
+    SEND,
+    SendBatch,
+    SendColumns,
+    SendTemplate,
+    send_columns,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +74,23 @@ class StoredAt:
 
 # The write option that sets the producer's timeout (named when resending runs out of time).
 RETRY_OPTION = "requestTimeoutMs"
-# A message on its way: its index in the window, its partition and itself.
-Planned = tuple[int, TubePartition, Outgoing]
 # The requests sent to one broker: the window indexes of their messages, and the requests.
 Group = tuple[list[int], Submitted[broker_pb.SendMessageResponseB2P]]
 
 
 @dataclass(frozen=True, slots=True)
 class Sending:
-    """A window of messages sent by :meth:`TubeMQProducer.submit_all`, acknowledgements
-    outstanding."""
+    """A window of messages sent by :meth:`TubeMQProducer.submit_columns`, acknowledgements
+    outstanding: message i went to partition ``slots[i]``."""
 
     producer: TubeMQProducer
-    planned: list[Planned]
+    columns: SendColumns
+    slots: npt.NDArray[np.int64]
     groups: list[Group]
 
     def wait(self) -> list[StoredAt]:
         """Where each message was stored, once every one is acknowledged (see
-        :meth:`TubeMQProducer.submit_all`)."""
+        :meth:`TubeMQProducer.submit_columns`)."""
         return self.producer._acknowledged(self)
 
 
@@ -99,8 +109,12 @@ class TubeMQProducer:
         self._next = first % len(partitions)
         self._timeout = timeout
         self._security = security
-        self._client = client_id("producer")
-        self._address = _own_address()
+        self._template = SendTemplate.of(
+            client_id("producer"),
+            [(partition.topic, partition.partition_id) for partition in partitions],
+            _own_address(),
+        )
+        self._brokers = np.array([p.broker.broker_id for p in partitions], dtype=np.int64)
         self._connections: dict[int, TubeMQConnection] = {}
         self._open = contextlib.ExitStack()
 
@@ -140,77 +154,78 @@ class TubeMQProducer:
         return self.submit_all(outgoing).wait()
 
     def submit_all(self, outgoing: Sequence[Outgoing]) -> Sending:
+        """:meth:`submit_columns` for ``outgoing``."""
+        return self.submit_columns(
+            send_columns(
+                [
+                    (*messages.encode_payload(m.value, m.attributes), m.msg_type, m.msg_time)
+                    for m in outgoing
+                ]
+            )
+        )
+
+    def submit_columns(self, columns: SendColumns) -> Sending:
         """Send the messages, each on the next partition in turn, without waiting for their
         acknowledgements (:meth:`Sending.wait` does). The requests to a broker go out back to
-        back (:meth:`TubeMQConnection.submit`), one round trip for all of them, and windows
-        submitted one after another are in flight together.
+        back (:meth:`TubeMQConnection.submit_encoded`), one round trip for all of them, and
+        windows submitted one after another are in flight together.
 
         A message the broker refuses with a retriable code (419: its memory is full until it
         flushes) was not stored: the wait sends it again to the same partition, pausing as
         :class:`~pulsar_spark.common.retry.Retrier` does, for up to the producer's timeout
         without progress. Any other refusal raises."""
-        planned = [(i, self._next_partition(), message) for i, message in enumerate(outgoing)]
-        return Sending(self, planned, self._submit(planned))
+        count = len(columns)
+        slots = (self._next + np.arange(count, dtype=np.int64)) % len(self.partitions)
+        self._next = (self._next + count) % len(self.partitions)
+        sending = Sending(self, columns, slots, [])
+        sending.groups.extend(self._submit(sending, np.arange(count, dtype=np.int64)))
+        return sending
 
-    def _submit(self, planned: Sequence[Planned]) -> list[Group]:
-        partitions = [partition for _, partition, _ in planned]
-        return [
-            (
-                [planned[i][0] for i in indexes],
-                self._connection(partitions[indexes[0]]).submit(
-                    [self._request(planned[i][1], planned[i][2]) for i in indexes],
-                    broker_pb.SendMessageResponseB2P,
-                    timeout=self._timeout,
-                ),
+    def _submit(self, sending: Sending, rows: npt.NDArray[np.int64]) -> list[Group]:
+        """Send messages ``rows`` of the window, one batch of requests per broker."""
+        brokers = self._brokers[sending.slots[rows]]
+        groups = []
+        for broker_id in dict.fromkeys(brokers.tolist()):
+            taken = rows[brokers == broker_id]
+            slots = sending.slots[taken]
+            batch = SendBatch(self._template, slots, sending.columns.take(taken))
+            connection = self._connection(self.partitions[int(slots[0])])
+            submitted = connection.submit_encoded(
+                SEND,
+                len(taken),
+                batch.encode,
+                broker_pb.SendMessageResponseB2P,
+                timeout=self._timeout,
             )
-            for indexes in by_broker(partitions)
-        ]
+            groups.append((taken.tolist(), submitted))
+        return groups
 
     def _acknowledged(self, sending: Sending) -> list[StoredAt]:
         stored: dict[int, StoredAt] = {}
         groups = sending.groups
+        partitions, slots = self.partitions, sending.slots.tolist()
         retrier = Retrier(f"sending to {self.partitions[0].topic}", self._timeout, RETRY_OPTION)
         while True:
             before = len(stored)
             refused: dict[int, TubeMQServerError] = {}
             for indexes, submitted in groups:
-                for index, reply in zip(indexes, submitted.replies(check=False), strict=True):
-                    if reply.errCode == rpc.SUCCESS:
-                        partition = sending.planned[index][1]
-                        stored[index] = StoredAt(partition, reply.messageId, reply.appendOffset)
+                for index, reply in zip(indexes, submitted.acknowledgements(), strict=True):
+                    if isinstance(reply, tuple):
+                        message_id, offset = reply
+                    elif reply.errCode == rpc.SUCCESS:
+                        message_id, offset = reply.messageId, reply.appendOffset
                     else:
                         refused[index] = tubemq_error_for(reply.errCode, reply.errMsg)
+                        continue
+                    partition = partitions[slots[index]]
+                    stored[index] = StoredAt(partition, message_id, offset)
             if not refused:
-                return [stored[index] for index in range(len(sending.planned))]
+                return [stored[index] for index in range(len(slots))]
             if len(stored) > before:
                 retrier.progressed()
             lasting = [error for error in refused.values() if not error.retriable]
             retrier.failed(lasting[0] if lasting else next(iter(refused.values())))
-            groups = self._submit([sending.planned[index] for index in refused])
-
-    def _next_partition(self) -> TubePartition:
-        partition = self.partitions[self._next]
-        self._next = (self._next + 1) % len(self.partitions)
-        return partition
-
-    def _request(
-        self, partition: TubePartition, message: Outgoing
-    ) -> broker_pb.SendMessageRequestP2B:
-        data, flag = messages.encode_payload(message.value, message.attributes)
-        request = broker_pb.SendMessageRequestP2B(
-            clientId=self._client,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            data=data,
-            flag=flag,
-            checkSum=messages.checksum(data),
-            sentAddr=self._address,
-        )
-        if message.msg_type:
-            request.msgType = message.msg_type
-        if message.msg_time:
-            request.msgTime = message.msg_time
-        return request
+            groups = self._submit(sending, np.array(list(refused), dtype=np.int64))
 
     def close(self) -> None:
         self._open.close()

@@ -11,6 +11,8 @@ partition number, in windows of :data:`WINDOW` messages sent back to back. Up to
 :data:`WINDOWS_IN_FLIGHT` windows more go out before the first one's acknowledgements are
 waited for, so the broker stores one window while the task encodes the next; a task waits for
 every acknowledgement before it returns, so a task that returns has all its rows stored.
+A window's frames are built all at once from its columns, without attributes straight from
+the value column's Arrow buffers (see :mod:`pulsar_spark.tubemq.wire.send_request`).
 Any failure fails the task, which Spark retries; a retry resends all its rows: delivery is
 at-least-once.
 """
@@ -21,6 +23,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -32,15 +35,22 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from pulsar_spark.common.worker_gc import freeze_worker_objects
 from pulsar_spark.errors import ConfigurationError, LocalProtocolError
-from pulsar_spark.tubemq.client.producer import Outgoing, Sending, TubeMQProducer
+from pulsar_spark.tubemq.client.producer import Sending, TubeMQProducer
 from pulsar_spark.tubemq.spark.options import TubeMQWriteOptions
-from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, MSG_TYPE_KEY, format_attributes
+from pulsar_spark.tubemq.wire.messages import (
+    MSG_TIME_KEY,
+    MSG_TYPE_KEY,
+    encode_payload,
+    format_attributes,
+)
+from pulsar_spark.tubemq.wire.send_request import SendColumns, send_columns
 
 # Messages sent back to back as one window.
-WINDOW = 500
+WINDOW = 1000
 # Windows sent before the acknowledgements of the first are waited for.
 WINDOWS_IN_FLIGHT = 4
 ACCEPTED = "value (binary or string), attributes (map<string,string>)"
+_NO_BYTES = np.zeros(0, dtype=np.uint8)
 
 
 def check_write_schema(schema: StructType) -> None:
@@ -90,7 +100,7 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
         in_flight: deque[Sending] = deque()
         for batch in batches:
             for start in range(0, batch.num_rows, WINDOW):
-                in_flight.append(producer.submit_all(_outgoing(batch.slice(start, WINDOW))))
+                in_flight.append(producer.submit_columns(_columns(batch.slice(start, WINDOW))))
                 if len(in_flight) > WINDOWS_IN_FLIGHT:
                     count += len(in_flight.popleft().wait())
         while in_flight:
@@ -98,22 +108,34 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
     return count
 
 
-def _outgoing(batch: pa.RecordBatch) -> list[Outgoing]:
+def _columns(batch: pa.RecordBatch) -> SendColumns:
+    """The rows as messages: without attributes, the value column's own buffers (a string's
+    UTF-8 bytes are its value)."""
     column = batch.column("value")
     if column.null_count:
         raise ConfigurationError(
             "column 'value': a row has a null value; TubeMQ messages need a body"
         )
-    values = column.to_pylist()
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        values = [value.encode("utf-8") for value in values]
     if "attributes" not in batch.schema.names:
-        return [Outgoing(value) for value in values]
+        return _value_columns(column)
+    values = column.cast(pa.binary()).to_pylist()
     attributes = batch.column("attributes").to_pylist()
-    return [
-        Outgoing(value, *_attributes(dict(items or [])))
-        for value, items in zip(values, attributes, strict=True)
-    ]
+    rows = []
+    for value, items in zip(values, attributes, strict=True):
+        text, msg_type, msg_time = _attributes(dict(items or []))
+        rows.append((*encode_payload(value, text), msg_type, msg_time))
+    return send_columns(rows)
+
+
+def _value_columns(column: pa.Array) -> SendColumns:
+    """Messages of the values alone (flag 0), their bytes where Arrow keeps them."""
+    large = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
+    _, offsets_buffer, data_buffer = column.buffers()
+    width = np.int64 if large else np.int32
+    offsets = np.frombuffer(offsets_buffer, dtype=width)[column.offset :][: len(column) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else _NO_BYTES
+    flags = np.zeros(len(column), dtype=np.int64)
+    return SendColumns(data, offsets.astype(np.int64), flags)
 
 
 def _attributes(items: dict[str, str | None]) -> tuple[str | None, str | None, str | None]:

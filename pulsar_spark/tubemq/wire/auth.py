@@ -124,3 +124,12 @@ def sign(request: Message, signed: Identity) -> None:
         target.authInfo.CopyFrom(signed.broker)
     else:
         raise TypeError(f"{type(request).__name__}.authInfo is not a TubeMQ identity")
+
+
+def signed_field(request_type: type[Message], signed: Identity) -> bytes:
+    """The ``authInfo`` field :func:`sign` sets, serialized: appended to a request of
+    ``request_type`` serialized without it, it signs that request (a message's fields may come
+    in any order). Empty for a request without ``authInfo``."""
+    request = request_type()
+    sign(request, signed)
+    return request.SerializePartialToString()

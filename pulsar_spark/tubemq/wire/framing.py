@@ -36,6 +36,8 @@ MAX_FRAME_DATA = MAX_CHUNKS * CHUNK_SIZE
 
 _HEADER = struct.Struct(">Iii")
 _LENGTH = struct.Struct(">i")
+# The header and the chunk length of a frame of one chunk.
+_ONE_CHUNK = struct.Struct(">Iiii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,9 @@ def encode_frame(serial_no: int, data: bytes) -> bytes:
         raise ValueError(f"serial number {serial_no} does not fit in 32 bits")
     if len(data) > MAX_FRAME_DATA:
         raise ValueError(f"{len(data)} bytes exceed the {MAX_FRAME_DATA} bytes a frame can carry")
-    chunks = [data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)] or [b""]
+    if len(data) <= CHUNK_SIZE:
+        return _ONE_CHUNK.pack(FRAME_TOKEN, serial_no, 1, len(data)) + data
+    chunks = [data[i : i + CHUNK_SIZE] for i in range(0, len(data), CHUNK_SIZE)]
     parts = [_HEADER.pack(FRAME_TOKEN, serial_no, len(chunks))]
     for chunk in chunks:
         parts.append(_LENGTH.pack(len(chunk)))
@@ -86,7 +90,7 @@ class FrameDecoder(StreamDecoder[Frame]):
         if spans is None:
             return None
         self._offset = spans[-1][1] if spans else start + _HEADER.size
-        return Frame(serial_no, tuple(bytes(buf[a:b]) for a, b in spans))
+        return Frame(serial_no, tuple([bytes(buf[a:b]) for a, b in spans]))
 
     def _chunk_spans(self, serial_no: int, count: int, pos: int) -> list[tuple[int, int]] | None:
         """Where each chunk's bytes lie in the buffer, or None while some are missing."""

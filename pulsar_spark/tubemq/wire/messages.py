@@ -61,7 +61,7 @@ class TubeMessage:
     flag: int
 
 
-def checksum(payload: bytes) -> int:
+def checksum(payload: bytes | memoryview) -> int:
     """TubeMQ's payload checksum: CRC-32 with the sign bit cleared, so it is never negative."""
     return zlib.crc32(payload) & _CHECKSUM_MASK
 

@@ -168,6 +168,9 @@ _BY_REQUEST_TYPE = {call.request_type: call for call in CALLS.values()}
 _BY_METHOD: dict[int, Call] = {int(method): call for method, call in CALLS.items()}
 # The tag of RequestBody.request: field 3, length-delimited.
 _REQUEST_TAG = bytes([3 << 3 | 2])
+# The tags of RspResponseBody's method (field 1, varint) and data (field 2, length-delimited).
+_METHOD_TAG = 1 << 3
+_DATA_TAG = 2 << 3 | 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,10 +216,16 @@ def encode_request(
     is serialized once for each: the body's method and timeout come first and its request
     last, the order protobuf writes them in, so the frame is byte for byte the same.
     """
-    call = call_for(request)
+    headers, start = envelope(call_for(request), timeout_ms)
     data = request.SerializeToString()
-    body = _body_start(call.method, timeout_ms) + encode_varint(len(data)) + data
-    return encode_frame(serial_no, _headers(call.service) + encode_varint(len(body)) + body)
+    body = start + encode_varint(len(data)) + data
+    return encode_frame(serial_no, headers + encode_varint(len(body)) + body)
+
+
+def envelope(call: Call, timeout_ms: int) -> tuple[bytes, bytes]:
+    """What comes before a request's own bytes, but for two sizes: the delimited headers (then
+    the body's size), and the body up to the request (then the request's size)."""
+    return _headers(call.service), _body_start(call.method, timeout_ms)
 
 
 @functools.cache
@@ -235,16 +244,8 @@ def _body_start(method: int, timeout_ms: int) -> bytes:
 
 def encode_response(serial_no: int, call: Call, reply: Message) -> bytes:
     """The frame a server sends for a successful ``call`` (used by tests and fakes)."""
-    header = rpc_pb.ResponseHeader(
-        status=rpc_pb.ResponseHeader.SUCCESS, protocolVer=PROTOCOL_VERSION
-    )
     body = rpc_pb.RspResponseBody(method=call.method, data=reply.SerializeToString())
-    return encode_frame(
-        serial_no,
-        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE))
-        + _delimited(header)
-        + _delimited(body),
-    )
+    return encode_frame(serial_no, SUCCESS_HEADERS + _delimited(body))
 
 
 def encode_exception(serial_no: int, exception_name: str, message: str) -> bytes:
@@ -313,7 +314,12 @@ def _get_message_reply(data: bytes) -> messages.GetMessageReply:
 
 def _response_body(frame: Frame) -> tuple[Call, bytes]:
     """The call a response frame answers and its reply's bytes; raises for an exception body."""
-    reader = _DelimitedReader(frame.data, frame.serial_no)
+    data = frame.data
+    if data.startswith(SUCCESS_HEADERS):
+        found = _plain_body(data)
+        if found is not None:
+            return _call_for_method(found[0], frame.serial_no), found[1]
+    reader = _DelimitedReader(data, frame.serial_no)
     reader.read(rpc_pb.RpcConnHeader)
     header = reader.read(rpc_pb.ResponseHeader)
     if header.status != rpc_pb.ResponseHeader.SUCCESS:
@@ -321,6 +327,25 @@ def _response_body(frame: Frame) -> tuple[Call, bytes]:
         raise tubemq_remote_exception_for(_text(failure.exceptionName), _text(failure.stackTrace))
     body = reader.read(rpc_pb.RspResponseBody)
     return _call_for_method(body.method, frame.serial_no), body.data
+
+
+def _plain_body(data: bytes) -> tuple[int, bytes] | None:
+    """The method and reply bytes of a successful response laid out as the servers write it:
+    after :data:`SUCCESS_HEADERS`, the RspResponseBody's size, then its method (tag 1, below
+    128) and its data (tag 2) to the end of the frame. None for any other layout, which
+    :class:`_DelimitedReader` reads (and judges) field by field."""
+    try:
+        body_size, at = read_varint(data, len(SUCCESS_HEADERS))
+        if at + body_size != len(data) or body_size < 4:
+            return None
+        method, tag = data[at + 1], data[at + 2]
+        if data[at] != _METHOD_TAG or method >= 0x80 or tag != _DATA_TAG:
+            return None
+        size, start = read_varint(data, at + 3)
+    except IndexError:
+        return None
+    # protobuf takes a length of at most five bytes
+    return (method, data[start:]) if start + size == len(data) and start <= at + 8 else None
 
 
 def raise_for_error_code(reply: Replied) -> None:
@@ -338,6 +363,13 @@ def _text(value: str | bytes) -> str:
 def _delimited(message: Message) -> bytes:
     data = message.SerializeToString()
     return encode_varint(len(data)) + data
+
+
+# How the servers start every successful response: RpcConnHeader(flag=1), then
+# ResponseHeader(status=SUCCESS, protocolVer=3).
+SUCCESS_HEADERS = _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE)) + _delimited(
+    rpc_pb.ResponseHeader(status=rpc_pb.ResponseHeader.SUCCESS, protocolVer=PROTOCOL_VERSION)
+)
 
 
 def _call_for_method(method: int, serial_no: int) -> Call:
