@@ -21,6 +21,7 @@ import contextlib
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,7 @@ from pulsar_spark.tubemq.errors import TubeMQServerError, tubemq_error_for
 from pulsar_spark.tubemq.wire import messages, rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.metadata import ipv4_to_int
+from pulsar_spark.tubemq.wire.send_acks import Ack
 from pulsar_spark.tubemq.wire.send_request import (
     SEND,
     SendBatch,
@@ -201,27 +203,26 @@ class TubeMQProducer:
         return groups
 
     def _acknowledged(self, sending: Sending) -> list[StoredAt]:
-        stored: dict[int, StoredAt] = {}
+        acks: list[Ack | None] = [None] * len(sending.slots)
         groups = sending.groups
-        partitions, slots = self.partitions, sending.slots.tolist()
         retrier = Retrier(f"sending to {self.partitions[0].topic}", self._timeout, RETRY_OPTION)
         while True:
-            before = len(stored)
             refused: dict[int, TubeMQServerError] = {}
             for indexes, submitted in groups:
                 for index, reply in zip(indexes, submitted.acknowledgements(), strict=True):
                     if isinstance(reply, tuple):
-                        message_id, offset = reply
+                        acks[index] = reply
                     elif reply.errCode == rpc.SUCCESS:
-                        message_id, offset = reply.messageId, reply.appendOffset
+                        acks[index] = reply.messageId, reply.appendOffset
                     else:
                         refused[index] = tubemq_error_for(reply.errCode, reply.errMsg)
-                        continue
-                    partition = partitions[slots[index]]
-                    stored[index] = StoredAt(partition, message_id, offset)
             if not refused:
-                return [stored[index] for index in range(len(slots))]
-            if len(stored) > before:
+                partitions = self.partitions
+                return [
+                    StoredAt(partitions[slot], *cast("Ack", ack))
+                    for slot, ack in zip(sending.slots.tolist(), acks, strict=True)
+                ]
+            if sum(len(indexes) for indexes, _ in groups) > len(refused):
                 retrier.progressed()
             lasting = [error for error in refused.values() if not error.retriable]
             retrier.failed(lasting[0] if lasting else next(iter(refused.values())))
