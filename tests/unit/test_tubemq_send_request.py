@@ -116,7 +116,9 @@ def test_take_keeps_the_rows_asked_for() -> None:
     assert got == b"".join(want)
 
 
-@pytest.mark.parametrize("kind", [pa.binary(), pa.string(), pa.large_binary(), pa.large_string()])
+@pytest.mark.parametrize(
+    "kind", [pa.binary(), pa.string(), pa.large_binary(), pa.large_string(), pa.binary_view()]
+)
 def test_value_columns_read_arrow_buffers_in_place(kind: pa.DataType) -> None:
     """A sliced batch of values (no attributes) gives the same frames as its values sent one
     by one, for binary and string columns, 32- and 64-bit offsets."""

@@ -130,6 +130,8 @@ def _columns(batch: pa.RecordBatch) -> SendColumns:
 def _value_columns(column: pa.Array) -> SendColumns:
     """Messages of the values alone (flag 0), their bytes where Arrow keeps them."""
     large = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
+    if not (large or pa.types.is_binary(column.type) or pa.types.is_string(column.type)):
+        column, large = column.cast(pa.large_binary()), True  # laid out as offsets and bytes
     _, offsets_buffer, data_buffer = column.buffers()
     width = np.int64 if large else np.int32
     offsets = np.frombuffer(offsets_buffer, dtype=width)[column.offset :][: len(column) + 1]
