@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from pulsar_spark.errors import ConfigurationError
-from pulsar_spark.tubemq.spark.writer import _columns
+from pulsar_spark.tubemq.spark.writer import WINDOW, WINDOW_BYTES, _columns, windows
 from pulsar_spark.tubemq.wire import auth, messages, rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import FrameDecoder
@@ -161,3 +161,27 @@ def test_a_null_value_is_refused() -> None:
     batch = pa.record_batch([pa.array([b"a", None])], names=["value"])
     with pytest.raises(ConfigurationError, match="column 'value': a row has a null value"):
         _columns(batch)
+
+
+def test_windows_are_cut_by_rows_and_by_bytes() -> None:
+    """Windows of WINDOW rows; values past WINDOW_BYTES start a new window, and a value larger
+    than that is a window of its own."""
+    big = WINDOW_BYTES // 2 + 1
+    sizes = [1] * (WINDOW + 10) + [big, big, WINDOW_BYTES * 2, 5, big, 7]
+    batch = pa.record_batch([pa.array([b"x" * n for n in sizes])], names=["value"])
+    cut = [(w.column("value").offset, w.num_rows) for w in windows(batch)]
+    first = WINDOW + 10
+    assert cut == [
+        (0, WINDOW),
+        (WINDOW, 11),  # the 10 small values and the first big one
+        (first + 1, 1),  # two big ones exceed WINDOW_BYTES
+        (first + 2, 1),  # larger than WINDOW_BYTES alone
+        (first + 3, 3),  # 5 + big + 7 bytes fit
+    ]
+    assert sum(rows for _, rows in cut) == len(sizes)
+
+
+def test_windows_of_strings_count_their_utf8_bytes() -> None:
+    text = "é" * (WINDOW_BYTES // 4)  # two bytes each: half of WINDOW_BYTES
+    batch = pa.record_batch([pa.array([text, text, text])], names=["value"])
+    assert [w.num_rows for w in windows(batch)] == [2, 1]

@@ -13,7 +13,11 @@ failure the connection is closed, because the stream may hold half a frame.
 :meth:`TubeMQConnection.call_all` sends several requests back to back and waits for all
 their replies (pipelining). :meth:`TubeMQConnection.submit` sends them without waiting, so the
 producer keeps several windows of messages in flight; a reply read before its call asks for
-it (while another call waits) is kept until then.
+it (while another call waits) is kept until then. :meth:`TubeMQConnection.submit_encoded`
+takes requests its caller frames itself (a window of SendMessage built with numpy), and
+:meth:`Submitted.acknowledgements` reads their replies many at a time
+(:mod:`pulsar_spark.tubemq.wire.send_acks`), waiting a millisecond for more when a read finds
+only a few.
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.common.tls.TlsChannel`, the Pulsar connections' record layer) and signs

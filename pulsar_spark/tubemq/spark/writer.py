@@ -7,12 +7,13 @@ Columns: ``value`` (binary or string, required; a string is sent as UTF-8) and `
 contain ``,`` or ``=``, and a row with a null value is refused.
 
 Each task sends its rows round-robin over the topic's partitions, starting at the task's own
-partition number, in windows of :data:`WINDOW` messages sent back to back. Up to
-:data:`WINDOWS_IN_FLIGHT` windows more go out before the first one's acknowledgements are
-waited for, so the broker stores one window while the task encodes the next; a task waits for
-every acknowledgement before it returns, so a task that returns has all its rows stored.
-A window's frames are built all at once from its columns, without attributes straight from
-the value column's Arrow buffers (see :mod:`pulsar_spark.tubemq.wire.send_request`).
+partition number, in windows of :data:`WINDOW` messages (fewer when their values exceed
+:data:`WINDOW_BYTES`) sent back to back. Up to :data:`WINDOWS_IN_FLIGHT` windows more go out
+before the first one's acknowledgements are waited for, so the broker stores one window while
+the task encodes the next; a task waits for every acknowledgement before it returns, so a task
+that returns has all its rows stored. A window's frames are built all at once from its
+columns, without attributes straight from the value column's Arrow buffers (see
+:mod:`pulsar_spark.tubemq.wire.send_request`).
 Any failure fails the task, which Spark retries; a retry resends all its rows: delivery is
 at-least-once.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -47,6 +49,9 @@ from pulsar_spark.tubemq.wire.send_request import SendColumns, send_columns
 
 # Messages sent back to back as one window.
 WINDOW = 1000
+# Bytes of values in one window, at most (unless one value is larger): what a task holds in
+# flight stays near (WINDOWS_IN_FLIGHT + 1) * WINDOW_BYTES whatever the messages' size.
+WINDOW_BYTES = 4 * 1024 * 1024
 # Windows sent before the acknowledgements of the first are waited for.
 WINDOWS_IN_FLIGHT = 4
 ACCEPTED = "value (binary or string), attributes (map<string,string>)"
@@ -99,13 +104,27 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
     ) as producer:
         in_flight: deque[Sending] = deque()
         for batch in batches:
-            for start in range(0, batch.num_rows, WINDOW):
-                in_flight.append(producer.submit_columns(_columns(batch.slice(start, WINDOW))))
+            for window in windows(batch):
+                in_flight.append(producer.submit_columns(_columns(window)))
                 if len(in_flight) > WINDOWS_IN_FLIGHT:
                     count += len(in_flight.popleft().wait())
         while in_flight:
             count += len(in_flight.popleft().wait())
     return count
+
+
+def windows(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """``batch`` in windows of at most :data:`WINDOW` rows whose values take at most
+    :data:`WINDOW_BYTES` (a longer value makes a window of its own)."""
+    sizes = pc.binary_length(batch.column("value")).fill_null(0).to_numpy(zero_copy_only=False)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    start = 0
+    while start < batch.num_rows:
+        before = int(ends[start - 1]) if start else 0
+        fits = int(np.searchsorted(ends, before + WINDOW_BYTES, side="right"))
+        stop = max(start + 1, min(start + WINDOW, fits))
+        yield batch.slice(start, stop - start)
+        start = stop
 
 
 def _columns(batch: pa.RecordBatch) -> SendColumns:
