@@ -56,22 +56,32 @@ def decode_fixed(words: _U64, width: int) -> _U64 | None:
 def decode_nine(words: _U64, ninth: npt.NDArray[np.uint8]) -> _U64 | None:
     """Varints of exactly nine bytes (values from 2**56 to 2**63 - 1): their first eight bytes
     as words, and their last bytes; None when one is another length."""
-    if not ((words & _HIGH_BITS) == _HIGH_BITS).all() or (ninth >= 0x80).any():
+    if not _nine_bytes(words, ninth).all():
         return None
-    top: _U64 = ninth.astype(np.uint64) << np.uint64(56)
-    return _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top
+    return _nine_values(words, ninth)
 
 
 def decode_long_words(words: _U64, ninth: npt.NDArray[np.uint8]) -> tuple[_U64, _I64]:
     """:func:`decode_words` that also reads varints of nine bytes (``ninth`` holds each one's
     ninth byte): the length is 0 only for a varint of ten bytes."""
     values, lengths = decode_words(words)
-    nine = (lengths == 0) & ((words & _HIGH_BITS) == _HIGH_BITS) & (ninth < 0x80)
+    nine = (lengths == 0) & _nine_bytes(words, ninth)
     if nine.any():
-        top = ninth.astype(np.uint64) << np.uint64(56)
-        values = np.where(nine, _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top, values)
+        values = np.where(nine, _nine_values(words, ninth), values)
         lengths = np.where(nine, 9, lengths)
     return values, lengths
+
+
+def _nine_bytes(words: _U64, ninth: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """Which varints take exactly nine bytes: eight that go on, then one that ends."""
+    ends_at_ninth: npt.NDArray[np.bool_] = ((words & _HIGH_BITS) == _HIGH_BITS) & (ninth < 0x80)
+    return ends_at_ninth
+
+
+def _nine_values(words: _U64, ninth: npt.NDArray[np.uint8]) -> _U64:
+    """Each word and ninth byte read as a varint of nine bytes."""
+    top: _U64 = ninth.astype(np.uint64) << np.uint64(56)
+    return _squeeze(words & _LOW_BITS, len(_SQUEEZE)) | top
 
 
 def _squeeze(groups: _U64, steps: int) -> _U64:

@@ -252,12 +252,7 @@ def encode_exception(serial_no: int, exception_name: str, message: str) -> bytes
     """The frame a server sends when a call threw (used by tests and fakes)."""
     header = rpc_pb.ResponseHeader(status=rpc_pb.ResponseHeader.ERROR, protocolVer=PROTOCOL_VERSION)
     body = rpc_pb.RspExceptionBody(exceptionName=exception_name, stackTrace=message)
-    return encode_frame(
-        serial_no,
-        _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE))
-        + _delimited(header)
-        + _delimited(body),
-    )
+    return encode_frame(serial_no, _RESPONSE_START + _delimited(header) + _delimited(body))
 
 
 def decode_request(frame: Frame) -> Request:
@@ -365,9 +360,10 @@ def _delimited(message: Message) -> bytes:
     return encode_varint(len(data)) + data
 
 
-# How the servers start every successful response: RpcConnHeader(flag=1), then
+# How every response starts: RpcConnHeader(flag=1). A successful one goes on with
 # ResponseHeader(status=SUCCESS, protocolVer=3).
-SUCCESS_HEADERS = _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE)) + _delimited(
+_RESPONSE_START = _delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE))
+SUCCESS_HEADERS = _RESPONSE_START + _delimited(
     rpc_pb.ResponseHeader(status=rpc_pb.ResponseHeader.SUCCESS, protocolVer=PROTOCOL_VERSION)
 )
 
