@@ -34,12 +34,15 @@ batch that mixed them with new messages would be dropped, new messages included,
 boundaries depend on timing, so a retry cannot be relied on to draw them where the failed
 attempt did.
 
-A lost connection, or the broker closing the producer (the topic unloaded or moved, the broker
-restarting), is ridden through by the sending thread at its next step: it looks the topic up
-again, creates the producer again under the same name, learns the highest sequence id the
-broker stored under it (a deduplicating broker reports it) and sends what is still without a
-receipt again, in order, with the original sequence ids (:mod:`~pulsar_spark.client.send_window`),
-retrying with growing pauses until ``pulsar.client.operationTimeoutMs`` passes without success.
+A lost connection, the broker closing the producer (the topic unloaded or moved, the broker
+restarting), or a SEND_ERROR whose server error is retriable (an Apache broker refuses the
+messages in flight with PersistenceError "fenced" while it unloads the topic; the producer is
+then closed on the broker first, to free its name) is ridden through by the sending thread
+at its next step: it looks the topic up again, creates the producer again under the same
+name, learns the highest sequence id the broker stored under it (a deduplicating broker
+reports it) and sends what is still without a receipt again, in order, with the original
+sequence ids (:mod:`~pulsar_spark.client.send_window`), retrying with growing pauses until
+``pulsar.client.operationTimeoutMs`` passes without success.
 With an :class:`~pulsar_spark.client.failover.ActiveCluster` (a write given
 ``failover.secondaryServiceUrls``) those retries stop at the failover delay, and once the
 cluster has been unreachable that long the producer is created on the next cluster under the
@@ -49,10 +52,11 @@ client's side only) refuses the name with ProducerBusy until it drops that conne
 Pulsar pings it and drops it if unanswered. Java's client retries that refusal when it
 reconnects, and so does this one (when creating a producer it stays final).
 
-Any other failure is sticky and loud: a SEND_ERROR, a receipt that does not match the oldest
-frame in flight, a timeout or a reconnect that gave up makes the producer failed, and the error
-is raised by the next :meth:`~Producer.send`, :meth:`~Producer.flush` or
-:meth:`~Producer.close`. A message either gets its receipt or its sender sees an exception.
+Any other failure is sticky and loud: any other SEND_ERROR (TopicTerminated, for one), a
+receipt that does not match the oldest frame in flight, a timeout or a reconnect that gave up
+makes the producer failed, and the error is raised by the next :meth:`~Producer.send`,
+:meth:`~Producer.flush` or :meth:`~Producer.close`. A message either gets its receipt or
+its sender sees an exception.
 
 A producer given a ``schema`` registers it with the topic (CommandProducer's ``schema``) and
 stamps the version the broker answers with on every message, as Java's producer does. A topic
@@ -94,6 +98,7 @@ from pulsar_spark.errors import (
     RemoteProtocolError,
     RequestTimeoutError,
     RetriesExhaustedError,
+    ServerError,
     server_error_for,
 )
 from pulsar_spark.protocol import commands, pb
@@ -361,6 +366,10 @@ class Producer:
             f"{self.topic}: {error.message}",
         )
         with self._state:
+            if failure.retriable:
+                self._lost = self._lost or failure  # the sending thread reconnects
+                self._state.notify_all()
+                return
             self._fail(failure)
 
     def on_closed(self, error: PulsarSparkError) -> None:
@@ -505,6 +514,9 @@ class Producer:
         a failure here is sticky."""
         retrier = self._reconnect_retrier()
         log.warning("producer %s on %s: reconnecting after: %s", self._name, self.topic, self._lost)
+        if isinstance(self._lost, ServerError) and not self._connection.closed:
+            # Refused a message: the broker still holds the producer, and its name.
+            self._release()
         while True:
             self._connection.unregister_producer(self._producer_id)
             self._outbox, self._outbox_size, self._outbox_messages = [], 0, 0

@@ -331,6 +331,29 @@ def test_ten_megabyte_messages_both_ways(
 # --- a producer the broker still holds on a connection it takes for alive -------------------
 
 
+def send_around(
+    proxy: BrokerProxy, pool: ConnectionPool, topic: str, name: str, fault: Callable[[], None]
+) -> tuple[list[bytes], float, tuple[int, int]]:
+    """Through ``proxy``, 100 messages sent and flushed, ``fault()``, then 200 more, in
+    batches of 10 by one producer that reconnects once: the values, how long the 200 took,
+    and the producer's id before and after."""
+    values = [b"%s-%04d" % (name.encode(), i) for i in range(300)]
+    lookup = Lookup(settings_for(proxy.url, timeout=20.0), pool)
+    settings = ProducerSettings(batch_max_messages=10)
+    with Producer.create(lookup, topic, settings, name=name) as producer:
+        before = producer.producer_id
+        for value in values[:100]:
+            producer.send(OutgoingMessage(value))
+        producer.flush()
+        fault()
+        started = time.monotonic()
+        for value in values[100:]:
+            producer.send(OutgoingMessage(value))
+        producer.flush()
+        assert producer.reconnects == 1
+    return values, time.monotonic() - started, (before, producer.producer_id)
+
+
 class ProducerBusyCount:
     """A proxy rewrite pointing lookups at the proxy (:class:`ApacheAnswers`) and counting
     the broker's ProducerBusy refusals."""
@@ -359,25 +382,78 @@ def test_producer_rides_through_its_old_connection(
     rewrite = ProducerBusyCount()
     proxy = BrokerProxy((apache_broker.host, apache_broker.port), rewrite)
     rewrite.answers.url = proxy.url
-    values = [b"h-%04d" % i for i in range(200)]
+
+    def cut() -> None:
+        proxy.orphan(answer_pings=alive)
+        if alive:
+            threading.Timer(3.0, proxy.close_orphans).start()
+
     try:
-        lookup = Lookup(settings_for(proxy.url, timeout=20.0), pool)
-        settings = ProducerSettings(batch_max_messages=10)
-        with Producer.create(lookup, topic, settings, name="held") as producer:
-            for value in values[:100]:
-                producer.send(OutgoingMessage(value))
-            producer.flush()
-            proxy.orphan(answer_pings=alive)
-            if alive:
-                threading.Timer(3.0, proxy.close_orphans).start()
-            started = time.monotonic()
-            for value in values[100:]:
-                producer.send(OutgoingMessage(value))
-            producer.flush()
-            assert producer.reconnects == 1
-        took = time.monotonic() - started
+        values, took, _ = send_around(proxy, pool, topic, "held", cut)
     finally:
         proxy.close()
     assert (rewrite.refusals > 0) == alive
     assert took >= 3.0  # the old connection's liveness check (5 s), or its close after 3 s
+    assert stored_values(apache_broker.service_url, topic, partitions=0) == values
+
+
+# --- a broker refusing the messages in flight -------------------------------------------------
+
+
+class FencedSends:
+    """A proxy rewrite pointing lookups at the proxy (:class:`ApacheAnswers`) and, once
+    ``armed``, answering every SEND of the next producer to send itself, as an Apache broker
+    fencing the topic (an unload under way) refuses what is in flight: SEND_ERROR
+    PersistenceError "fenced", one per frame, for the frame's highest sequence id. The broker
+    never sees those frames."""
+
+    def __init__(self) -> None:
+        self.answers = ApacheAnswers()
+        self.armed = False
+        self.fenced: int | None = None
+        self.refused: list[int] = []
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def __call__(self, command: pb.BaseCommand) -> bool:
+        return self.answers(command)
+
+    def answer(self, command: pb.BaseCommand) -> pb.BaseCommand | None:
+        if command.type != Type.SEND:
+            return self.answers.answer(command)
+        send = command.send
+        if self.armed and self.fenced is None:
+            self.fenced = send.producer_id
+        if send.producer_id != self.fenced:
+            return None
+        sequence_id = max(send.sequence_id, send.highest_sequence_id)
+        self.refused.append(sequence_id)
+        error = pb.CommandSendError(
+            producer_id=send.producer_id,
+            sequence_id=sequence_id,
+            error=pb.PersistenceError,
+            message="fenced",
+        )
+        return pb.BaseCommand(type=Type.SEND_ERROR, send_error=error)
+
+
+def test_producer_rides_through_a_fenced_topic(
+    apache_broker: ApacheBroker, pool: ConnectionPool
+) -> None:
+    """SEND_ERROR PersistenceError "fenced" for every frame in flight: the producer closes
+    itself on the broker (which would otherwise refuse its name with ProducerBusy), is created
+    again under its name and sends them again, as Java's producer reconnects on any refusal
+    but a few. Nothing lost or stored twice, in order."""
+    topic = full_topic_name(f"fenced-producer-{uuid.uuid4().hex[:12]}")
+    fenced = FencedSends()
+    proxy = BrokerProxy((apache_broker.host, apache_broker.port), fenced, answer=fenced.answer)
+    fenced.answers.url = proxy.url
+    try:
+        values, _, ids = send_around(proxy, pool, topic, "fenced", fenced.arm)
+    finally:
+        proxy.close()
+    assert fenced.fenced == ids[0] != ids[1]
+    refused = fenced.refused
+    assert refused == list(range(109, 109 + 10 * len(refused), 10))
     assert stored_values(apache_broker.service_url, topic, partitions=0) == values

@@ -34,11 +34,11 @@ from pulsar_spark.client.settings import ProducerSettings
 from pulsar_spark.errors import (
     ConfigurationError,
     LocalProtocolError,
-    PersistenceError,
     PulsarConnectionError,
     RemoteProtocolError,
     RequestTimeoutError,
     RetriesExhaustedError,
+    TopicTerminatedError,
 )
 from pulsar_spark.local import LocalBroker
 from pulsar_spark.message_id import MessageId
@@ -571,6 +571,8 @@ def test_connection_loss_without_a_broker_to_return_to_fails_a_waiting_flush(
 def test_send_error_from_the_broker_fails_the_producer(
     proxy: BrokerProxy, proxied_lookup: Lookup, topic_name: str
 ) -> None:
+    """A refusal that is not retriable (TopicTerminated) is sticky; a retriable one makes the
+    producer connect again (test_apache_faults.py)."""
     producer = Producer.create(
         proxied_lookup, full_topic_name(topic_name), ProducerSettings(batching=False)
     )
@@ -579,16 +581,16 @@ def test_send_error_from_the_broker_fails_the_producer(
     error = pb.CommandSendError(
         producer_id=producer.producer_id,
         sequence_id=1,
-        error=pb.PersistenceError,
-        message="disk on fire",
+        error=pb.TopicTerminatedError,
+        message="Topic was already terminated",
     )
     proxy.inject(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=error))
-    with pytest.raises(PersistenceError, match="disk on fire"):
+    with pytest.raises(TopicTerminatedError, match=r"message 1 .* already terminated"):
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             producer.send(OutgoingMessage(b"more"))
             time.sleep(0.01)
-    with pytest.raises(PersistenceError):
+    with pytest.raises(TopicTerminatedError):
         producer.close()
 
 

@@ -365,9 +365,8 @@ class BrokerProxy:
         return bytes(out)
 
     def _answered(self, frame: bytes, client: Stream) -> bool:
-        """Whether the proxy answered this client frame (a simple command) itself."""
-        total, command_size = _FRAME_HEADER.unpack_from(frame)
-        if self._answer is None or 4 + command_size != total:
+        """Whether the proxy answered this client frame (a payload's too: a SEND) itself."""
+        if self._answer is None:
             return False
         reply = self._answer(_command_of(frame))
         if reply is None:
