@@ -330,6 +330,14 @@ def test_a_message_refused_for_overflow_is_sent_again() -> None:
     assert seen == [b"m0", b"m1", b"m2", b"m1", b"m1"]
 
 
+def test_confirm_counts_the_window_once_every_message_is_stored() -> None:
+    handler, seen = storing(lambda data, times: 419 if data == b"m1" and times < 2 else 200)
+    with scripted_server(handler) as (port, _), producer_on(port) as producer:
+        sending = producer.submit_all([Outgoing(b"m0"), Outgoing(b"m1"), Outgoing(b"m2")])
+        assert sending.confirm() == 3
+    assert seen == [b"m0", b"m1", b"m2", b"m1"]
+
+
 def test_a_lasting_refusal_raises() -> None:
     handler, _ = storing(lambda data, times: 400 if data == b"bad" else 200)
     with (

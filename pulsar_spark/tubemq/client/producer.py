@@ -21,7 +21,7 @@ import contextlib
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -93,7 +93,16 @@ class Sending:
     def wait(self) -> list[StoredAt]:
         """Where each message was stored, once every one is acknowledged (see
         :meth:`TubeMQProducer.submit_columns`)."""
-        return self.producer._acknowledged(self)
+        partitions = self.producer.partitions
+        acks = self.producer._acknowledged(self)
+        return [
+            StoredAt(partitions[slot], *ack)
+            for slot, ack in zip(self.slots.tolist(), acks, strict=True)
+        ]
+
+    def confirm(self) -> int:
+        """:meth:`wait` without a :class:`StoredAt` per message: how many were stored (all)."""
+        return len(self.producer._acknowledged(self))
 
 
 class TubeMQProducer:
@@ -202,31 +211,34 @@ class TubeMQProducer:
             groups.append((taken.tolist(), submitted))
         return groups
 
-    def _acknowledged(self, sending: Sending) -> list[StoredAt]:
-        acks: list[Ack | None] = [None] * len(sending.slots)
+    def _acknowledged(self, sending: Sending) -> list[Ack]:
+        """Each message's id and offset, in window order, once all are acknowledged."""
+        acks: list[Any] = [None] * len(sending.slots)
         groups = sending.groups
         retrier = Retrier(f"sending to {self.partitions[0].topic}", self._timeout, RETRY_OPTION)
         while True:
             refused: dict[int, TubeMQServerError] = {}
             for indexes, submitted in groups:
-                for index, reply in zip(indexes, submitted.acknowledgements(), strict=True):
-                    if isinstance(reply, tuple):
-                        acks[index] = reply
-                    elif reply.errCode == rpc.SUCCESS:
-                        acks[index] = reply.messageId, reply.appendOffset
+                replies: list[Any] = submitted.acknowledgements()
+                # Scanned acknowledgements are (id, offset) already; the rest are responses.
+                for position in [i for i, reply in enumerate(replies) if type(reply) is not tuple]:
+                    reply = replies[position]
+                    if reply.errCode == rpc.SUCCESS:
+                        replies[position] = reply.messageId, reply.appendOffset
                     else:
-                        refused[index] = tubemq_error_for(reply.errCode, reply.errMsg)
+                        refused[indexes[position]] = tubemq_error_for(reply.errCode, reply.errMsg)
+                if len(indexes) == len(acks):  # the whole window, in order
+                    acks = replies
+                    continue
+                for index, reply in zip(indexes, replies, strict=True):
+                    acks[index] = reply
             if not refused:
-                partitions = self.partitions
-                return [
-                    StoredAt(partitions[slot], *cast("Ack", ack))
-                    for slot, ack in zip(sending.slots.tolist(), acks, strict=True)
-                ]
+                return acks
             if sum(len(indexes) for indexes, _ in groups) > len(refused):
                 retrier.progressed()
             lasting = [error for error in refused.values() if not error.retriable]
             retrier.failed(lasting[0] if lasting else next(iter(refused.values())))
-            groups = self._submit(sending, np.array(list(refused), dtype=np.int64))
+            groups = self._submit(sending, np.array(sorted(refused), dtype=np.int64))
 
     def close(self) -> None:
         self._open.close()

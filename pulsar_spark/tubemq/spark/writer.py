@@ -107,9 +107,9 @@ def write_rows(options: TubeMQWriteOptions, batches: Iterator[pa.RecordBatch]) -
             for window in windows(batch):
                 in_flight.append(producer.submit_columns(_columns(window)))
                 if len(in_flight) > WINDOWS_IN_FLIGHT:
-                    count += len(in_flight.popleft().wait())
+                    count += in_flight.popleft().confirm()
         while in_flight:
-            count += len(in_flight.popleft().wait())
+            count += in_flight.popleft().confirm()
     return count
 
 
