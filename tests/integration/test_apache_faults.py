@@ -328,7 +328,7 @@ def test_ten_megabyte_messages_both_ways(
     assert got == [*big, b"small"]
 
 
-# --- a producer the broker still holds on a connection it takes for alive -------------------
+# --- a producer through a fault between two sends --------------------------------------------
 
 
 def send_around(
@@ -352,6 +352,9 @@ def send_around(
         producer.flush()
         assert producer.reconnects == 1
     return values, time.monotonic() - started, (before, producer.producer_id)
+
+
+# --- a producer the broker still holds on a connection it takes for alive -------------------
 
 
 class ProducerBusyCount:
