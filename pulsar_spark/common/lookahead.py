@@ -1,12 +1,12 @@
 """Receiving ahead of the caller: a thread that drains an iterator into a bounded buffer.
 
-Two readers use it. A Pulsar stream's driver counts the messages of each micro-batch by
-receiving their entries (:mod:`pulsar_spark.source.counting`); once it has returned an end,
-the executors read that micro-batch while the driver has nothing to do, and the thread goes on
+A Pulsar stream's driver uses it to count the messages of each micro-batch by receiving
+their entries (:mod:`pulsar_spark.source.counting`): once it has returned an end, the
+executors read that micro-batch while the driver has nothing to do, and the thread goes on
 pulling items (an entry's id and countable indexes, never its payload) so that the next count
-mostly takes items already received. A TubeMQ read task (:mod:`pulsar_spark.tubemq.spark.reader`)
-fetches the next reply while Spark takes the rows of the last one, so the broker's answer time
-is spent converting rows instead of waiting.
+mostly takes items already received. (A TubeMQ read task needs no thread: its consumer sends
+the next request before the caller uses a reply, see
+:mod:`pulsar_spark.tubemq.client.consumer`.)
 
 Bounds, so that nothing grows or waits without limit:
 

@@ -1,5 +1,6 @@
 """TubeMQConnection against loopback servers scripted by the tests: replies are matched by
-serial number, and every failure ends the call within its timeout."""
+serial number, and every failure ends the call within its timeout. The producer and a read
+over the same servers."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from google.protobuf.message import Message
 from support.fake_broker import closed_port
 
 from pulsar_spark import errors
 from pulsar_spark.tubemq import errors as tubemq_errors
 from pulsar_spark.tubemq.client.cluster import TubePartition
 from pulsar_spark.tubemq.client.connection import TubeMQConnection
+from pulsar_spark.tubemq.client.consumer import read_range
 from pulsar_spark.tubemq.client.producer import Outgoing, TubeMQProducer
-from pulsar_spark.tubemq.wire import rpc
+from pulsar_spark.tubemq.wire import messages, rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import FrameDecoder
 from pulsar_spark.tubemq.wire.metadata import BrokerInfo
@@ -359,3 +362,74 @@ def test_resending_gives_up_after_the_timeout_without_progress() -> None:
         producer.send_all([Outgoing(b"never")])
     assert time.monotonic() - started < 2.0
     assert len(seen) > 1
+
+
+# A read over the same scripted server: the next request is out while the caller holds a reply.
+
+
+def reading_broker() -> Handler:
+    """A broker whose partition holds messages 1-4 in two replies of two, at offsets 0 and
+    56, and ends at offset 112."""
+    replies = {0: (0, [1, 2]), 1: (56, [3, 4]), 2: (112, [])}
+    asked = 0
+
+    def handler(request: rpc.Request) -> bytes:
+        nonlocal asked
+        if isinstance(request.message, broker_pb.RegisterRequestC2B):
+            reply: Message = broker_pb.RegisterResponseB2C(
+                success=True, errCode=200, errMsg="OK!", currOffset=0
+            )
+        else:
+            assert isinstance(request.message, broker_pb.GetMessageRequestC2B)
+            offset, ids = replies[asked]
+            asked += 1
+            reply = broker_pb.GetMessageResponseB2C(
+                success=True, errCode=200, errMsg="OK!", currOffset=offset
+            )
+            for message_id in ids:
+                data, flag = messages.encode_payload(b"value-%d" % message_id, None)
+                reply.messages.add(
+                    messageId=message_id,
+                    checkSum=messages.checksum(data),
+                    payLoadData=data,
+                    flag=flag,
+                )
+        return rpc.encode_response(request.serial_no, request.call, reply)
+
+    return handler
+
+
+def test_a_read_asks_for_the_next_reply_before_handing_one_over() -> None:
+    def get_messages(seen: list[rpc.Request]) -> int:
+        return sum(isinstance(r.message, broker_pb.GetMessageRequestC2B) for r in seen)
+
+    with scripted_server(reading_broker()) as (port, seen):
+        partition = TubePartition(BrokerInfo(1, "127.0.0.1", port), "t", 0)
+        batches = read_range(partition, "g", "c", 0, 112, timeout=5.0, heartbeat_interval=None)
+        first = next(batches)
+        # the first reply is handed over once the second showed where it stopped; the third
+        # request reaches the broker while the caller holds the first
+        deadline = time.monotonic() + 5.0
+        while get_messages(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert get_messages(seen) == 3
+        rest = list(batches)
+
+    assert (first.offset, first.scanned_to, first.messages.ids) == (0, 56, [1, 2])
+    assert first.messages.values == [b"value-1", b"value-2"]
+    assert [(b.offset, b.scanned_to, b.messages.ids, b.messages.values) for b in rest] == [
+        (56, 112, [3, 4], [b"value-3", b"value-4"])
+    ]
+    operations = [
+        ("register", r.message.opType, r.message.currOffset)
+        if isinstance(r.message, broker_pb.RegisterRequestC2B)
+        else ("get", r.message.partitionId, r.message.lastPackConsumed)
+        for r in seen
+    ]
+    assert operations == [
+        ("register", 31, 0),
+        ("get", 0, True),
+        ("get", 0, True),
+        ("get", 0, True),
+        ("register", 32, 0),
+    ]

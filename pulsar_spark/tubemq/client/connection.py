@@ -17,7 +17,8 @@ it (while another call waits) is kept until then. :meth:`TubeMQConnection.submit
 takes requests its caller frames itself (a window of SendMessage built with numpy), and
 :meth:`Submitted.acknowledgements` reads their replies many at a time
 (:mod:`pulsar_spark.tubemq.wire.send_acks`), waiting a millisecond for more when a read finds
-only a few.
+only a few. A reader sends its next GetMessage before it uses the reply in hand, and takes
+that one with :meth:`Submitted.messages`.
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.common.tls.TlsChannel`, the Pulsar connections' record layer) and signs
@@ -99,6 +100,15 @@ class Submitted(Generic[R]):
         if any(call is not SEND for call in set(self.calls)):
             raise TypeError("acknowledgements answer SendMessage requests only")
         return self.connection._collect(self, False, acks=True)
+
+    def messages(self) -> GetMessageReply:
+        """The reply to one GetMessage request with its messages decoded
+        (:func:`~pulsar_spark.tubemq.wire.rpc.decode_get_message`); failures as
+        :meth:`replies`, the errCode left to the caller."""
+        if [call.response_type for call in self.calls] != [broker_pb.GetMessageResponseB2C]:
+            raise TypeError("messages answer one GetMessage request")
+        (reply,) = self.connection._collect(self, False, rpc.decode_get_message)
+        return cast("GetMessageReply", reply)
 
 
 def _check_answered_by(calls: set[rpc.Call], response_type: type[Message]) -> None:
@@ -223,16 +233,6 @@ class TubeMQConnection:
             return encode(serials, signature, timeout_ms)
 
         return self._submit([call] * count, frames, timeout)
-
-    def get_messages(
-        self, request: broker_pb.GetMessageRequestC2B, *, timeout: float = 10.0
-    ) -> GetMessageReply:
-        """Send a GetMessage ``request`` and return its reply with the messages decoded
-        (:func:`~pulsar_spark.tubemq.wire.rpc.decode_get_message`); failures as
-        :meth:`call`, the errCode left to the caller."""
-        submitted = self.submit([request], broker_pb.GetMessageResponseB2C, timeout=timeout)
-        (reply,) = self._collect(submitted, False, rpc.decode_get_message)
-        return cast("GetMessageReply", reply)
 
     def close(self) -> None:
         """Close the socket (idempotent)."""

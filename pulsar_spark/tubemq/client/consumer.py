@@ -23,6 +23,12 @@ at ``end`` returns first: the broker gives each message an id unique in the stor
 message is found in the reply by its id. Either way a read returns exactly the partition's
 messages in ``[start, end)``.
 
+A read keeps one GetMessage ahead of its caller: once a reply shows that the read goes on
+(it starts before ``end``), the next request goes out before the reply before it is handed
+over, so the broker reads its store while the caller converts rows. The broker sees one
+request at a time, each sent after the last reply arrived, and nothing else is asked of the
+registration while a request is out.
+
 A read sends the broker a heartbeat every :data:`HEARTBEAT_INTERVAL` seconds from a thread
 (GetMessage counts as one too), since the broker drops a registration that sent nothing for
 ``consumerRegTimeoutMs``; and it reconnects after a lost connection or a retriable error,
@@ -56,7 +62,12 @@ import numpy.typing as npt
 from pulsar_spark.common.retry import Retrier
 from pulsar_spark.errors import PulsarSparkError, RequestTimeoutError
 from pulsar_spark.tubemq.client.cluster import TubePartition, connect
-from pulsar_spark.tubemq.client.connection import NO_SECURITY, TubeMQConnection, TubeMQSecurity
+from pulsar_spark.tubemq.client.connection import (
+    NO_SECURITY,
+    Submitted,
+    TubeMQConnection,
+    TubeMQSecurity,
+)
 from pulsar_spark.tubemq.errors import TubeMQHeartbeatNodeMissingError, tubemq_error_for
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.messages import TubeMessages
@@ -145,16 +156,27 @@ class PartitionConsumer:
 
     def fetch(self) -> Batch | None:
         """The next reply's messages, or None at the end of the store."""
-        reply = self._conn.get_messages(
-            broker_pb.GetMessageRequestC2B(
-                clientId=self._client,
-                partitionId=self.partition.partition_id,
-                groupName=self._group,
-                topicName=self.partition.topic,
-                lastPackConsumed=True,
-            ),
+        return self.received(self.ask())
+
+    def ask(self) -> Submitted[broker_pb.GetMessageResponseB2C]:
+        """Send a GetMessage request without waiting; :meth:`received` takes its reply."""
+        return self._conn.submit(
+            [
+                broker_pb.GetMessageRequestC2B(
+                    clientId=self._client,
+                    partitionId=self.partition.partition_id,
+                    groupName=self._group,
+                    topicName=self.partition.topic,
+                    lastPackConsumed=True,
+                )
+            ],
+            broker_pb.GetMessageResponseB2C,
             timeout=self._timeout,
         )
+
+    def received(self, asked: Submitted[broker_pb.GetMessageResponseB2C]) -> Batch | None:
+        """The messages of the reply to ``asked``, or None at the end of the store."""
+        reply = asked.messages()
         if reply.errCode == END_OF_DATA:
             return None
         if reply.errCode != 200:
@@ -372,7 +394,8 @@ def _first_id_from(
 
 def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[Batch]:
     """The replies from the registered offset to ``end``, each yielded once the next read
-    (or the group's offset at the end) showed where it stopped."""
+    (or the group's offset at the end) showed where it stopped. While the caller uses one,
+    the request for the reply after the next is on its way (see the module docstring)."""
     deadline = time.monotonic() + timeout
     pending: Batch | None = None
 
@@ -380,13 +403,15 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
         if pending is not None:
             yield dataclasses.replace(pending, scanned_to=scanned_to)
 
+    asked = consumer.ask()
     while True:
         try:
-            batch = consumer.fetch()
+            batch = consumer.received(asked)
         except PulsarSparkError as exc:
             if not exc.retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+            asked = consumer.ask()
             continue
         if batch is None:
             # 404 also answers a read while the broker flushes its memory cache: it is the
@@ -400,6 +425,7 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
                     f"partition {consumer.partition.key} reported its end before offset {end}"
                 )
             time.sleep(0.05)
+            asked = consumer.ask()
             continue
         if batch.offset >= end:
             yield from done(batch.offset)
@@ -412,7 +438,10 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
                     f"before {end}"
                 )
             time.sleep(0.05)
+            asked = consumer.ask()
             continue
         deadline = time.monotonic() + timeout
+        # ``batch`` starts before ``end``: the read goes on, at least to learn where it stops
+        asked = consumer.ask()
         yield from done(batch.offset)
         pending = batch

@@ -33,6 +33,7 @@ for ``retryTimeoutMs`` while the master or broker is out of reach.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
@@ -55,7 +56,6 @@ from pyspark.sql.streaming.datasource import (
 
 from pulsar_spark.common.bounds import Earliest, Latest
 from pulsar_spark.common.data_loss import DataLossPolicy
-from pulsar_spark.common.lookahead import Lookahead
 from pulsar_spark.common.retry import retrying
 from pulsar_spark.common.task_shares import even_cuts, task_shares
 from pulsar_spark.common.worker_gc import freeze_worker_objects
@@ -81,10 +81,6 @@ from pulsar_spark.tubemq.spark.options import (
     TubeMQReadOptions,
 )
 from pulsar_spark.tubemq.wire.messages import of_types
-
-# Replies a read task holds ahead of the rows Spark takes (each up to the broker's
-# transferSize, 512 KiB by default).
-REPLIES_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -147,9 +143,8 @@ def split_reads(reads: Sequence[TubeRead], min_partitions: int | None) -> list[T
 
 
 def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
-    """The rows of ``read``. A thread fetches up to :data:`REPLIES_AHEAD` replies ahead of the
-    rows Spark takes, so the broker's answer time overlaps converting the last reply's rows;
-    its errors are raised here, after the rows before them."""
+    """The rows of ``read``, a record batch per reply; the request for a later reply is on
+    its way while Spark takes the rows of one (see :func:`read_range`)."""
     freeze_worker_objects()
     policy = DataLossPolicy(read.fail_on_data_loss)
 
@@ -160,31 +155,21 @@ def read_partition(read: TubeRead) -> Iterator[pa.RecordBatch]:
                 f"which the store no longer holds (its first offset is {first})"
             )
 
-    ahead = Lookahead(
-        lambda _: read_range(
-            read.partition,
-            read.group,
-            read.client,
-            read.start,
-            read.end,
-            timeout=read.timeout,
-            on_start_moved=moved,
-            retry_for=read.retry_for,
-            filters=read.filters,
-            security=read.security,
-        ),
-        lambda _: 1,
-        limit=REPLIES_AHEAD,
-        max_items=REPLIES_AHEAD,
-        # the read itself gives up after its timeout, or its retries after retry_for
-        patience=2 * read.timeout + read.retry_for,
-        name=f"reading {read.partition.key}",
+    batches = read_range(
+        read.partition,
+        read.group,
+        read.client,
+        read.start,
+        read.end,
+        timeout=read.timeout,
+        on_start_moved=moved,
+        retry_for=read.retry_for,
+        filters=read.filters,
+        security=read.security,
     )
-    try:
-        while (batch := ahead.next()) is not None:
+    with contextlib.closing(batches):
+        for batch in batches:
             yield from _rows(read, batch)
-    finally:
-        ahead.close(read.timeout)
 
 
 def _rows(read: TubeRead, batch: Batch) -> Iterator[pa.RecordBatch]:
