@@ -1,42 +1,51 @@
 """TubeMQ batch read and write: the ``tubemq`` format against the official Java client's loops.
 
 One TubeMQ 2.4.0 cluster (ZooKeeper, master, one broker; the official jars from Maven Central,
-see ``tests/support/tubemq_cluster.py``) on loopback, three topics of 3 partitions created in
-one go (the broker loads new topics 70-110 s later), all measured in the same run. Before A's
-timed runs, Spark writes and reads 20,000 rows of a third topic (warm-up).
+see ``tests/support/tubemq_cluster.py``) on loopback, topics of 3 partitions created in one go
+(the broker loads new topics 70-110 s later). One SparkSession runs throughout; before the
+first round, Spark writes and reads 20,000 rows of a topic of their own (warm-up). Then
+``--rounds`` rounds, each on two fresh topics:
 
 Write, N messages of 100 bytes:
-A. ``df.write.format("tubemq")`` of ``spark.range(N, numPartitions=2)`` with a binary
-   ``value`` column of exactly 100 bytes (cached and counted before the timed run), on
-   ``local[2]``.
 J. The official Java client (``TubeMQProbe produce-timed``): one producer, the asynchronous
    ``sendMessage`` with a callback, timed from the first send to the last acknowledgement.
    Sends its callback reports failed (the broker's memory full) are not resent: J's rate
-   counts the messages stored, and both reads read exactly those.
+   counts the messages stored, and the reads read exactly those.
+A. ``df.write.format("tubemq")`` of ``spark.range(N, numPartitions=2)`` with a binary
+   ``value`` column of exactly 100 bytes (cached and counted before the first round), on
+   ``local[2]``, to the round's other topic.
+Each write starts once the broker has written what came before to its files (it flushes its
+memory in the background, and no run should share the cores with that).
 
-Read, the N messages J wrote, once the broker has written both topics to its files (it flushes
-its memory in the background; neither read should share the cores with that):
-A. ``spark.read.format("tubemq")`` into Spark's ``noop`` sink (one task per partition); a
-   first, untimed read warms the broker's read path up (its JIT) for both sides.
-J. The official Java client (``TubeMQProbe consume-timed``): a ``PullMessageConsumer`` from
-   the first offset, ``getMessage``/``confirmConsume`` until N messages; timed from
-   subscribing (which includes the master's first rebalance of the new group) and from the
-   first message to the last. The cores its JVM and the broker keep busy are measured from
-   subscribing (A's are in its ``cores_busy``, ``broker_cores`` and ``jvm_cores``).
+Read, the messages J wrote in the round:
+A. ``spark.read.format("tubemq")`` into Spark's ``noop`` sink, one task per partition; in the
+   first round, a first untimed read warms the broker's read path up (its JIT) for every side.
+A6. The same with ``minPartitions`` 6: two tasks per partition, so that both cores read until
+   the end (3 tasks on 2 cores leave the third to run alone).
+J. The official Java client (``TubeMQProbe consume-timed``), a group of its own per round: a
+   ``PullMessageConsumer`` from the first offset, ``getMessage``/``confirmConsume`` until it
+   has them all; timed from subscribing (which includes the master's first rebalance of the
+   new group) and from the first message to the last. The cores its JVM and the broker keep
+   busy are measured from subscribing.
 
-The ratios are A's rate over J's (above 1: the connector is faster). Outside the timed runs
-the topic A wrote is counted with ``spark.read`` and must hold exactly N messages. Results go
-to ``benchmarks/results/bench_tubemq.json``.
+Each side's rate is the median of its rounds; a ratio (above 1: the connector is faster) is
+the median of the rounds' own ratios, each of two runs made minutes apart on the same
+cluster, so that the machine's drift weighs on both. Outside the timed runs, every topic A
+wrote is counted with ``spark.read`` and must hold exactly N messages. Results go to
+``benchmarks/results/bench_tubemq.json``.
 
-    python benchmarks/bench_tubemq.py [--messages 1000000] [--size 100]
+    python benchmarks/bench_tubemq.py [--messages 1000000] [--size 100] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +56,12 @@ from bench_write import input_frame
 from common import CpuUse, report, spark_session, timed_run
 from support.tubemq_cluster import JavaProbe, TubeMQCluster
 
-READ_TOPIC = "bench_read"
-WRITE_TOPIC = "bench_write"
 WARMUP_TOPIC = "bench_warmup"
 WARMUP_ROWS = 20_000
 PARTITIONS = 3
-# Seconds to wait for the broker to flush what was written before the reads.
+# Tasks of the A6 read: two per partition.
+SPLIT_TASKS = 6
+# Seconds to wait for the broker to flush what was written before the next run.
 SETTLE_TIMEOUT = 600
 
 
@@ -60,24 +69,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     n, size = args.messages, args.size
 
     with tempfile.TemporaryDirectory(prefix="bench-tubemq-") as tmp:
         cluster = TubeMQCluster.start(Path(tmp) / "run")
         try:
-            cluster.create_topics((READ_TOPIC, WRITE_TOPIC, WARMUP_TOPIC), PARTITIONS)
+            topics = [topic for k in range(args.rounds) for topic in round_topics(k)]
+            cluster.create_topics((*topics, WARMUP_TOPIC), PARTITIONS)
             probe = JavaProbe(Path(tmp) / "probe")
-            rows, details = run(cluster, probe, n, size)
+            rounds = run(cluster, probe, n, size, args.rounds)
         finally:
             cluster.stop()
-    headers = ["case", "side", "seconds", "msg/s", "A/J"]
-    report("bench_tubemq", headers, rows, {"messages": n, "size": size, **details})
+    headers = ["case", "side", "msg/s (median)", "each round", "A/J (median of rounds)"]
+    details = {"messages": n, "size": size, "rounds": rounds}
+    report("bench_tubemq", headers, table(rounds), details)
+
+
+def round_topics(k: int) -> tuple[str, str]:
+    """The topics of round ``k``: the one J writes (and every side reads), the one A writes."""
+    return f"bench_java_{k}", f"bench_spark_{k}"
 
 
 def warm_up(spark: Any, master: str) -> None:
     """A small write and read first: Spark starts its Python workers and compiles its code in
-    a session's first jobs, which neither timed run should pay (the Java runs are timed from
+    a session's first jobs, which no timed run should pay (the Java runs are timed from
     their first message)."""
     rows = spark.range(WARMUP_ROWS, numPartitions=2).selectExpr("cast(id as string) as value")
     options = {"master.addresses": master, "topic": WARMUP_TOPIC}
@@ -88,7 +105,7 @@ def warm_up(spark: Any, master: str) -> None:
 
 def settle(cluster: TubeMQCluster, counts: dict[str, int]) -> None:
     """Wait until the broker has written every message of ``counts`` to its files: it does so
-    in the background (``memCacheFlushIntvl`` after the last write), and neither read should
+    in the background (``memCacheFlushIntvl`` after the last write), and no run should
     share the cores with that."""
     start = time.monotonic()
     while any(cluster.flushed_messages(topic) < count for topic, count in counts.items()):
@@ -99,15 +116,48 @@ def settle(cluster: TubeMQCluster, counts: dict[str, int]) -> None:
 
 
 def run(
-    cluster: TubeMQCluster, probe: JavaProbe, n: int, size: int
-) -> tuple[list[list[Any]], dict[str, Any]]:
-    # Java first: it writes the topic both sides read.
-    print("== write", flush=True)
-    _, acked, java_write_ms = probe.run(
-        "produce-timed", cluster.master, READ_TOPIC, str(n), str(size), timeout=900
+    cluster: TubeMQCluster, probe: JavaProbe, n: int, size: int, rounds: int
+) -> list[dict[str, Any]]:
+    """Every round's results (see the module docstring)."""
+    spark = spark_session("bench_tubemq")
+    data = input_frame(
+        spark, argparse.Namespace(messages=n, size=size, input_partitions=2, keyed=False)
+    )
+    warm_up(spark, cluster.master)
+    setup = Setup(spark, data, cluster, probe, n, size)
+    results = [one_round(setup, k) for k in range(rounds)]
+    for k in range(rounds):
+        topic = round_topics(k)[1]
+        reader = spark.read.format("tubemq").option("master.addresses", cluster.master)
+        counted = int(reader.option("topic", topic).load().count())
+        assert counted == n, f"the connector's write to {topic} stored {counted} of {n} rows"
+    spark.stop()
+    return results
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every round uses: the session, the cached rows A writes, the cluster, the Java
+    client and the size of the runs."""
+
+    spark: Any
+    data: Any
+    cluster: TubeMQCluster
+    probe: JavaProbe
+    n: int
+    size: int
+
+
+def one_round(setup: Setup, k: int) -> dict[str, Any]:
+    """Round ``k``: J's write, A's write, then A's, A6's and J's reads of what J wrote."""
+    cluster, n = setup.cluster, setup.n
+    java_topic, spark_topic = round_topics(k)
+    print(f"== round {k + 1}: write", flush=True)
+    _, acked, java_write_ms = setup.probe.run(
+        "produce-timed", cluster.master, java_topic, str(n), str(setup.size), timeout=1800
     )[-1].split()
     # The Java producer's callback may report a failed send (its default in-flight limit):
-    # its rate counts what it stored, and both sides then read exactly that.
+    # its rate counts what it stored, and every read then reads exactly that.
     stored = int(acked)
     assert stored > n * 0.99, f"the Java producer stored {stored} of {n} messages"
     java_write = stored / (int(java_write_ms) / 1000)
@@ -116,109 +166,102 @@ def run(
         f"({n - stored} sends failed)",
         flush=True,
     )
-
-    spark = spark_session("bench_tubemq")
-    inputs = argparse.Namespace(messages=n, size=size, input_partitions=2, keyed=False)
-    data = input_frame(spark, inputs)
+    settle(cluster, {java_topic: stored})
 
     def write() -> None:
-        (
-            data.write.format("tubemq")
-            .option("master.addresses", cluster.master)
-            .option("topic", WRITE_TOPIC)
-            .mode("append")
-            .save()
-        )
+        options = {"master.addresses": cluster.master, "topic": spark_topic}
+        setup.data.write.format("tubemq").options(**options).mode("append").save()
 
-    warm_up(spark, cluster.master)
     spark_write = timed_run("A", 0, 1, n, write, case="write")
-    settle(cluster, {READ_TOPIC: stored, WRITE_TOPIC: n})
+    settle(cluster, {spark_topic: n})
 
-    print("== read", flush=True)
+    print(f"== round {k + 1}: read", flush=True)
 
-    def read() -> None:
-        (
-            spark.read.format("tubemq")
-            .option("master.addresses", cluster.master)
-            .option("topic", READ_TOPIC)
-            .load()
-            .write.format("noop")
-            .mode("overwrite")
-            .save()
-        )
+    def read(**options: str) -> Callable[[], None]:
+        def action() -> None:
+            reader = setup.spark.read.format("tubemq").option("master.addresses", cluster.master)
+            frame = reader.option("topic", java_topic).options(**options).load()
+            frame.write.format("noop").mode("overwrite").save()
 
-    # A first, untimed read warms the broker's read path up (its JIT), for both sides.
-    timed_run("A", 0, 2, stored, read, case="read")
-    spark_read = timed_run("A", 1, 2, stored, read, case="read")
+        return action
+
+    if k == 0:  # warms the broker's read path up (its JIT), for every side
+        timed_run("A", 0, 2, stored, read(), case="read")
+    spark_read = timed_run("A", 0, 1, stored, read(), case="read")
+    split_read = timed_run("A6", 0, 1, stored, read(minPartitions=str(SPLIT_TASKS)), case="read")
     with CpuUse() as java_cpu:
-        consumed = probe.run(
+        consumed = setup.probe.run(
             "consume-timed",
-            *(cluster.master, READ_TOPIC, "bench_java_group", str(stored)),
-            timeout=900,
+            *(cluster.master, java_topic, f"bench_java_group_{k}", str(stored)),
+            timeout=1800,
         )
     _, got, total_ms, flowing_ms = consumed[-1].split()
     assert int(got) >= stored, f"the Java consumer read {got} of {stored} messages"
-    java_read = stored / (int(total_ms) / 1000)
-    java_flowing = stored / (int(flowing_ms) / 1000)
     print(
-        f"  J: {int(total_ms) / 1000:.2f} s from subscribing ({java_read:,.0f} msg/s), "
-        f"{int(flowing_ms) / 1000:.2f} s from the first message ({java_flowing:,.0f} msg/s); "
-        f"cores busy {java_cpu.cores_busy:.2f} (broker {java_cpu.broker_cores:.2f}, "
-        f"JVMs {java_cpu.jvm_cores:.2f}) from subscribing",
+        f"  J: {int(total_ms) / 1000:.2f} s from subscribing "
+        f"({stored / (int(total_ms) / 1000):,.0f} msg/s), {int(flowing_ms) / 1000:.2f} s from "
+        f"the first message ({stored / (int(flowing_ms) / 1000):,.0f} msg/s); cores busy "
+        f"{java_cpu.cores_busy:.2f} (broker {java_cpu.broker_cores:.2f}, JVMs "
+        f"{java_cpu.jvm_cores:.2f}) from subscribing",
         flush=True,
     )
-
-    def counted(topic: str) -> int:
-        reader = spark.read.format("tubemq").option("master.addresses", cluster.master)
-        return int(reader.option("topic", topic).load().count())
-
-    assert counted(WRITE_TOPIC) == n, "the connector's write did not store every row"
-    spark.stop()
-
-    def ratio(a: dict[str, Any], j: float) -> str:
-        return f"{a['msg_per_s'] / j:.2f}" if "msg_per_s" in a else "-"
-
-    rows = [
-        [
-            "write",
-            "A tubemq sink",
-            spark_write.get("seconds"),
-            spark_write.get("msg_per_s"),
-            ratio(spark_write, java_write),
-        ],
-        ["write", "J Java producer", int(java_write_ms) / 1000, round(java_write), ""],
-        [
-            "read",
-            "A tubemq source",
-            spark_read.get("seconds"),
-            spark_read.get("msg_per_s"),
-            ratio(spark_read, java_flowing),
-        ],
-        [
-            "read",
-            "J Java consumer, first message on",
-            int(flowing_ms) / 1000,
-            round(java_flowing),
-            "",
-        ],
-        [
-            "read",
-            "J Java consumer, from subscribing",
-            int(total_ms) / 1000,
-            round(java_read),
-            ratio(spark_read, java_read),
-        ],
-    ]
-    details = {
+    return {
+        "stored": stored,
         "spark_write": spark_write,
+        "java_write": {"seconds": int(java_write_ms) / 1000, "msg_per_s": round(java_write)},
         "spark_read": spark_read,
-        "java_write_ms": int(java_write_ms),
-        "java_write_failed": n - stored,
-        "java_read_ms": int(total_ms),
-        "java_read_flowing_ms": int(flowing_ms),
-        "java_read_cpu": java_cpu.summary(),
+        "spark_read_split": split_read,
+        "java_read_flowing": rate(stored, int(flowing_ms)),
+        "java_read": rate(stored, int(total_ms)) | java_cpu.summary(),
     }
-    return rows, details
+
+
+def rate(messages: int, milliseconds: int) -> dict[str, Any]:
+    return {"seconds": milliseconds / 1000, "msg_per_s": round(messages / (milliseconds / 1000))}
+
+
+# The table's rows: case, side, the round result shown, and the ratio's two results (A's rate
+# over J's; None: no ratio).
+SIDES: tuple[tuple[str, str, str, tuple[str, str] | None], ...] = (
+    ("write", "A df.write.format('tubemq'), 2 tasks", "spark_write", ("spark_write", "java_write")),
+    ("write", "J Java producer, asynchronous sends", "java_write", None),
+    (
+        "read",
+        "A spark.read.format('tubemq'), 3 tasks",
+        "spark_read",
+        ("spark_read", "java_read_flowing"),
+    ),
+    (
+        "read",
+        "A6 the same, minPartitions 6",
+        "spark_read_split",
+        ("spark_read_split", "java_read_flowing"),
+    ),
+    ("read", "J Java pull consumer, first message on", "java_read_flowing", None),
+    ("read", "J Java pull consumer, from subscribing", "java_read", ("spark_read", "java_read")),
+)
+
+
+def table(rounds: list[dict[str, Any]]) -> list[list[Any]]:
+    """One row per side: the median of its rounds, each round's rate, the median ratio."""
+    rows = []
+    for case, side, key, ratio in SIDES:
+        rates = [r[key].get("msg_per_s") for r in rounds]
+        measured = [x for x in rates if x is not None]
+        ratios = []
+        if ratio is not None:
+            a, j = ratio
+            ratios = [r[a]["msg_per_s"] / r[j]["msg_per_s"] for r in rounds if "msg_per_s" in r[a]]
+        rows.append(
+            [
+                case,
+                side,
+                round(statistics.median(measured)) if measured else "-",
+                " ".join(f"{x:,}" if x is not None else "failed" for x in rates),
+                f"{statistics.median(ratios):.2f}" if ratios else "",
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":
