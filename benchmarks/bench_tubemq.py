@@ -160,9 +160,9 @@ def one_round(setup: Setup, k: int) -> dict[str, Any]:
     # its rate counts what it stored, and every read then reads exactly that.
     stored = int(acked)
     assert stored > n * 0.99, f"the Java producer stored {stored} of {n} messages"
-    java_write = stored / (int(java_write_ms) / 1000)
+    java_write = rate(stored, int(java_write_ms))
     print(
-        f"  J: {int(java_write_ms) / 1000:.2f} s, {java_write:,.0f} msg/s "
+        f"  J: {java_write['seconds']:.2f} s, {java_write['msg_per_s']:,} msg/s "
         f"({n - stored} sends failed)",
         flush=True,
     )
@@ -197,10 +197,11 @@ def one_round(setup: Setup, k: int) -> dict[str, Any]:
         )
     _, got, total_ms, flowing_ms = consumed[-1].split()
     assert int(got) >= stored, f"the Java consumer read {got} of {stored} messages"
+    subscribed, flowing = rate(stored, int(total_ms)), rate(stored, int(flowing_ms))
     print(
-        f"  J: {int(total_ms) / 1000:.2f} s from subscribing "
-        f"({stored / (int(total_ms) / 1000):,.0f} msg/s), {int(flowing_ms) / 1000:.2f} s from "
-        f"the first message ({stored / (int(flowing_ms) / 1000):,.0f} msg/s); cores busy "
+        f"  J: {subscribed['seconds']:.2f} s from subscribing ({subscribed['msg_per_s']:,} "
+        f"msg/s), {flowing['seconds']:.2f} s from the first message ({flowing['msg_per_s']:,} "
+        f"msg/s); cores busy "
         f"{java_cpu.cores_busy:.2f} (broker {java_cpu.broker_cores:.2f}, JVMs "
         f"{java_cpu.jvm_cores:.2f}) from subscribing",
         flush=True,
@@ -208,15 +209,16 @@ def one_round(setup: Setup, k: int) -> dict[str, Any]:
     return {
         "stored": stored,
         "spark_write": spark_write,
-        "java_write": {"seconds": int(java_write_ms) / 1000, "msg_per_s": round(java_write)},
+        "java_write": java_write,
         "spark_read": spark_read,
         "spark_read_split": split_read,
-        "java_read_flowing": rate(stored, int(flowing_ms)),
-        "java_read": rate(stored, int(total_ms)) | java_cpu.summary(),
+        "java_read_flowing": flowing,
+        "java_read": subscribed | java_cpu.summary(),
     }
 
 
 def rate(messages: int, milliseconds: int) -> dict[str, Any]:
+    """A Java run's result: its seconds and messages per second."""
     return {"seconds": milliseconds / 1000, "msg_per_s": round(messages / (milliseconds / 1000))}
 
 

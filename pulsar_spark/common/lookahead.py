@@ -4,9 +4,7 @@ A Pulsar stream's driver uses it to count the messages of each micro-batch by re
 their entries (:mod:`pulsar_spark.source.counting`): once it has returned an end, the
 executors read that micro-batch while the driver has nothing to do, and the thread goes on
 pulling items (an entry's id and countable indexes, never its payload) so that the next count
-mostly takes items already received. (A TubeMQ read task needs no thread: its consumer sends
-the next request before the caller uses a reply, see
-:mod:`pulsar_spark.tubemq.client.consumer`.)
+mostly takes items already received.
 
 Bounds, so that nothing grows or waits without limit:
 

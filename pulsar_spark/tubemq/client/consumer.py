@@ -403,15 +403,15 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
         if pending is not None:
             yield dataclasses.replace(pending, scanned_to=scanned_to)
 
-    asked = consumer.ask()
+    asked: Submitted[broker_pb.GetMessageResponseB2C] | None = None
     while True:
+        request, asked = asked, None
         try:
-            batch = consumer.received(asked)
+            batch = consumer.received(request if request is not None else consumer.ask())
         except PulsarSparkError as exc:
             if not exc.retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-            asked = consumer.ask()
             continue
         if batch is None:
             # 404 also answers a read while the broker flushes its memory cache: it is the
@@ -425,7 +425,6 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
                     f"partition {consumer.partition.key} reported its end before offset {end}"
                 )
             time.sleep(0.05)
-            asked = consumer.ask()
             continue
         if batch.offset >= end:
             yield from done(batch.offset)
@@ -438,7 +437,6 @@ def _replies(consumer: PartitionConsumer, end: int, timeout: float) -> Iterator[
                     f"before {end}"
                 )
             time.sleep(0.05)
-            asked = consumer.ask()
             continue
         deadline = time.monotonic() + timeout
         # ``batch`` starts before ``end``: the read goes on, at least to learn where it stops
