@@ -290,6 +290,19 @@ def test_a_submitted_call_not_answered_times_out_from_its_submission() -> None:
         assert conn.closed
 
 
+def test_acknowledgements_and_messages_refuse_other_calls() -> None:
+    with (
+        scripted_server(lambda r: commit_reply(r.serial_no)) as (port, _),
+        TubeMQConnection("127.0.0.1", port) as conn,
+    ):
+        submitted = conn.submit([COMMIT, COMMIT], broker_pb.CommitOffsetResponseB2C)
+        with pytest.raises(TypeError, match="acknowledgements answer SendMessage requests only"):
+            submitted.acknowledgements()
+        with pytest.raises(TypeError, match="messages answer one GetMessage request"):
+            submitted.messages()
+        assert [reply.currOffset for reply in submitted.replies()] == [28, 28]
+
+
 # The producer over the same scripted server: what a broker refuses for now is sent again.
 
 

@@ -97,7 +97,7 @@ class Submitted(Generic[R]):
         """SendMessage replies as :meth:`replies` gives them with ``check=False``, except that
         a stored message's comes as its :data:`~pulsar_spark.tubemq.wire.send_acks.Ack`, read
         many at a time (:func:`~pulsar_spark.tubemq.wire.send_acks.scan_acks`)."""
-        if any(call is not SEND for call in set(self.calls)):
+        if self.calls.count(SEND) != len(self.calls):  # by identity first: no hashing
             raise TypeError("acknowledgements answer SendMessage requests only")
         return self.connection._collect(self, False, acks=True)
 
