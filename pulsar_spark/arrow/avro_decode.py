@@ -35,9 +35,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pulsar_spark.arrow.decode import binary_array
+from pulsar_spark.common.binary_arrays import binary_array
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.common.varints import byte_words, decode_words
-from pulsar_spark.protocol.messages import Spans
 
 _I64 = npt.NDArray[np.int64]
 _U64 = npt.NDArray[np.uint64]

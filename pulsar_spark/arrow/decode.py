@@ -39,8 +39,9 @@ import pyarrow as pa
 
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, ENCRYPTED_FIELD, MESSAGE_ID_TYPE
 from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
-from pulsar_spark.common.byte_rows import ranges
-from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans, Text
+from pulsar_spark.common.binary_arrays import binary_array, validity_bitmap
+from pulsar_spark.common.spans import Spans
+from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Text
 
 if TYPE_CHECKING:
     from pulsar_spark.arrow.key_values import RowDecoder
@@ -235,7 +236,7 @@ class _Column:
                     strings = np.ndarray((copy.strings,), kind, buffer, copy.start, (copy.stride,))
                 data[at : at + copy.size].view(kind)[:] = strings
             at += copy.size
-        buffers = [_bitmap(self.valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+        buffers = [validity_bitmap(self.valid), pa.py_buffer(offsets), pa.py_buffer(data)]
         return pa.Array.from_buffers(pa.binary(), rows, buffers)
 
 
@@ -424,38 +425,6 @@ def _valid(spans: Spans) -> npt.NDArray[np.bool_]:
     return spans.valid if spans.valid is not None else np.ones(len(spans), dtype=np.bool_)
 
 
-def _bitmap(valid: npt.NDArray[np.bool_] | None) -> pa.Buffer | None:
-    """Arrow's validity bitmap of ``valid`` (None: every row valid)."""
-    return None if valid is None else pa.array(valid).buffers()[1]
-
-
-def binary_array(spans: Spans) -> pa.Array:
-    """The strings of ``spans`` as a binary array (null where not valid).
-
-    Spans in order through their buffer (values, keys and properties as decoded) become a
-    binary array over the buffer itself whose elements alternate between the bytes in between
-    and the strings; taking every second element copies the strings once, in C++. Other spans
-    (repeated or reordered rows) are gathered with numpy first."""
-    count = len(spans)
-    ends = spans.starts + spans.lengths
-    validity = _bitmap(spans.valid)
-    if count and (spans.starts[1:] >= ends[:-1]).all():
-        offsets = np.empty(2 * count + 1, dtype=np.int32)
-        offsets[0] = 0
-        offsets[1::2] = spans.starts
-        offsets[2::2] = ends
-        both = pa.Array.from_buffers(
-            pa.binary(), 2 * count, [None, pa.py_buffer(offsets), pa.py_buffer(spans.buffer)]
-        )
-        taken = both.take(pa.array(np.arange(1, 2 * count, 2)))
-        return pa.Array.from_buffers(pa.binary(), count, [validity, *taken.buffers()[1:]])
-    indices, starts = ranges(spans.starts, ends)
-    data = np.frombuffer(spans.buffer, dtype=np.uint8)[indices]
-    return pa.Array.from_buffers(
-        pa.binary(), count, [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(data)]
-    )
-
-
 def java_text(array: pa.Array) -> pa.Array:
     """A binary array as a string array; bytes that are not UTF-8 read as Java reads them
     (undecodable bytes become U+FFFD)."""
@@ -513,7 +482,7 @@ def _repeated_strings(texts: Sequence[Text | None], counts: npt.NDArray[np.int64
     data = b"".join(e * int(c) for e, c in zip(encoded, counts, strict=True))
     validity = None
     if any(t is None for t in texts):
-        validity = _bitmap(np.repeat(np.array([t is not None for t in texts]), counts))
+        validity = validity_bitmap(np.repeat(np.array([t is not None for t in texts]), counts))
     return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data), validity)
 
 

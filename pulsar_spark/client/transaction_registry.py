@@ -36,10 +36,11 @@ from pulsar_spark.client.durable import (
 from pulsar_spark.client.lookup import Lookup
 from pulsar_spark.client.producer import Producer
 from pulsar_spark.client.reader import RangeReader, ReaderSettings
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.message_id import MessageId
 from pulsar_spark.protocol.encode import OutgoingMessage
-from pulsar_spark.protocol.messages import MessageColumns, Spans
+from pulsar_spark.protocol.messages import MessageColumns
 from pulsar_spark.protocol.read_stage import ReadRange
 from pulsar_spark.protocol.transactions import TxnId
 

@@ -15,15 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pulsar_spark.common.spans import BoolArray, Int64Array, Spans
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol.messages import (
-    BoolArray,
     EntryInfo,
     Int32Array,
-    Int64Array,
     MessageColumns,
     PropertyColumns,
-    Spans,
     checked_times,
 )
 

@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.common.varints import decode_fixed, decode_nine, read_varint
 from pulsar_spark.errors import CorruptPayloadError
 from pulsar_spark.protocol import pb
@@ -64,7 +65,6 @@ from pulsar_spark.protocol.messages import (
     EntryRows,
     MessageColumns,
     PropertyColumns,
-    Spans,
     checked_times,
     out_of_range,
 )

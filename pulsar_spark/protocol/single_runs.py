@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.batch_fields import message_key
 from pulsar_spark.protocol.messages import (
@@ -20,7 +21,6 @@ from pulsar_spark.protocol.messages import (
     MessageColumns,
     Properties,
     PropertyColumns,
-    Spans,
     checked_times,
 )
 

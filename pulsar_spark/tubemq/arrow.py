@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pulsar_spark.common.arrow_types import PROPERTIES_TYPE, TIMESTAMP_TYPE
+from pulsar_spark.common.binary_arrays import binary_array
 from pulsar_spark.tubemq.wire.messages import MSG_TIME_KEY, TubeMessages, parse_attributes
 
 TUBEMQ_SCHEMA_DDL = (
@@ -67,27 +68,21 @@ def messages_to_batch(
 ) -> pa.RecordBatch:
     """One record batch of ``messages``, the message at index i with offset ``offsets[i]``.
 
-    Attribute strings repeat (producers set the same types and minute): each distinct one is
-    parsed once, and its map and time are taken for every message that has it.
+    Each distinct attribute string is parsed once, and its map and time are taken for every
+    message that has it; the values are copied from the reply's bytes once, by Arrow.
     """
     count = len(messages)
-    distinct = list(dict.fromkeys(messages.attributes))
-    if len(distinct) == 1:
-        codes = np.zeros(count, dtype=np.int32)
-    else:
-        index = {text: i for i, text in enumerate(distinct)}
-        codes = np.fromiter(map(index.__getitem__, messages.attributes), np.int32, count)
-    parsed = [parse_attributes(text) for text in distinct]
+    parsed = [parse_attributes(text) for text in messages.texts]
     maps = pa.array([list(items.items()) for items in parsed], PROPERTIES_TYPE)
     times = pa.array([msg_time(items.get(MSG_TIME_KEY)) for items in parsed], TIMESTAMP_TYPE)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(messages.values, pa.binary()),
+            binary_array(messages.values),
             pa.repeat(topic, count),
             pa.repeat(partition, count),
             pa.array(offsets, pa.int64()),
-            maps.take(codes),
-            times.take(codes),
+            maps.take(messages.codes),
+            times.take(messages.codes),
         ],
         schema=TUBEMQ_ARROW_SCHEMA,
     )

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
+from support.decoding import strings
 from support.streaming import QUERY_TIMEOUT, drain, to_parquet
 from support.tubemq_cluster import TubeMQCluster
 from support.tubemq_fixtures import (
@@ -166,7 +167,7 @@ def test_heartbeats_keep_a_paused_read_registered(
             # with heartbeats the registration stayed: the read goes on; without, it is gone
             got = []
             while (batch := beating.fetch()) is not None:
-                got += batch.messages.values
+                got += strings(batch.messages.values)
         assert got == [value for value, _, key in sent if key == first.key]
         with pytest.raises(TubeMQHeartbeatNodeMissingError):
             silent.fetch()

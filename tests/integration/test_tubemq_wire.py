@@ -10,6 +10,7 @@ the topic from its first message and expects exactly the messages sent before it
 from __future__ import annotations
 
 import pytest
+from support.decoding import strings
 from support.tubemq_cluster import HOST, JavaProbe, TubeMQCluster
 from support.tubemq_fixtures import TUBEMQ_PARTITIONS
 
@@ -255,7 +256,7 @@ def test_offsets_are_store_positions_shared_by_the_partitions(
                 break
             replies.append(reply)
         assert replies[0].currOffset == offsets[1]  # where the read started
-        found = [value for r in replies for value in messages.decode_messages(r).values]
+        found = [value for r in replies for value in strings(messages.decode_messages(r).values)]
         assert found == [b"offset probe 1"]
         commit = broker_pb.CommitOffsetRequestC2B(groupName="offsets", **where)
         committed = broker.call(commit, broker_pb.CommitOffsetResponseB2C)

@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.protocol import decode, pb
 from pulsar_spark.protocol.batch_fields import BatchFields, to_columns
 from pulsar_spark.protocol.batch_scan import scan_batch
 from pulsar_spark.protocol.batch_walk import walk_batch
 from pulsar_spark.protocol.decode import decode_entry
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns
 
 INFO = EntryInfo(
     ledger_id=12,

@@ -25,8 +25,9 @@ from pyspark.sql.types import (
 
 from pulsar_spark.arrow.decode import RecordBatchBuilder, record_batches, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA, ENCRYPTED_DDL, ENCRYPTED_FIELD, SCHEMA_DDL
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.protocol import pb
-from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.messages import EntryInfo, MessageColumns, PropertyColumns
 from pulsar_spark.protocol.single_runs import SingleRun
 
 # The documented schema, written out by hand: parsing SCHEMA_DDL with Spark needs a running

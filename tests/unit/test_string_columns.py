@@ -17,9 +17,10 @@ import pytest
 
 from pulsar_spark.arrow.decode import COPY_MIN_ROWS, _StringColumns, to_record_batch
 from pulsar_spark.arrow.schema import ARROW_SCHEMA
+from pulsar_spark.common.spans import Spans
 from pulsar_spark.protocol import pb
 from pulsar_spark.protocol.decode import Entry, decode_entries, entry_info
-from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns, Spans
+from pulsar_spark.protocol.messages import MessageColumns, PropertyColumns
 from pulsar_spark.protocol.single_runs import SingleRun
 from tests.support.decoding import batch, outer, smm, strings
 

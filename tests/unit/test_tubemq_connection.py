@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from google.protobuf.message import Message
+from support.decoding import strings
 from support.fake_broker import closed_port
 
 from pulsar_spark import errors
@@ -429,8 +430,8 @@ def test_a_read_asks_for_the_next_reply_before_handing_one_over() -> None:
         rest = list(batches)
 
     assert (first.offset, first.scanned_to, first.messages.ids) == (0, 56, [1, 2])
-    assert first.messages.values == [b"value-1", b"value-2"]
-    assert [(b.offset, b.scanned_to, b.messages.ids, b.messages.values) for b in rest] == [
+    assert strings(first.messages.values) == [b"value-1", b"value-2"]
+    assert [(b.offset, b.scanned_to, b.messages.ids, strings(b.messages.values)) for b in rest] == [
         (56, 112, [3, 4], [b"value-3", b"value-4"])
     ]
     operations = [

@@ -77,7 +77,14 @@ def read_response(frame: Frame) -> None:
         got: object = rpc.decode_get_message(frame).message
     except CLEAN as exc:
         got = type(exc)
-    assert got == expected
+    assert comparable(got) == comparable(expected)
+
+
+def comparable(outcome: object) -> object:
+    """A reply with its messages as rows (their columns are arrays), anything else as is."""
+    if isinstance(outcome, messages.GetMessageReply):
+        return outcome.response, outcome.messages.rows()
+    return outcome
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:

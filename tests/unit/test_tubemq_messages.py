@@ -3,8 +3,10 @@ by this package, and hand-built edge cases."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from support import tubemq_golden as golden
+from support.decoding import strings
 
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
 from pulsar_spark.tubemq.wire import messages, rpc
@@ -218,18 +220,32 @@ def test_a_reply_decodes_to_columns_message_by_message() -> None:
         (14, b"fourth", 4, None),
     )
     decoded = messages.decode_messages(response)
-    assert decoded == messages.TubeMessages(
-        [11, 12, 13, 14],
-        [b"first", b"second", b"third", b"fourth"],
-        [None, "k=v", None, None],
-        [0, 1, 1, 4],
-    )
-    assert decoded.take([3, 1]).rows() == [
+    assert decoded.ids == [11, 12, 13, 14]
+    assert strings(decoded.values) == [b"first", b"second", b"third", b"fourth"]
+    assert (decoded.texts, decoded.codes.tolist()) == ([None, "k=v"], [0, 1, 0, 0])
+    assert decoded.attributes == [None, "k=v", None, None]
+    assert decoded.flags == [0, 1, 1, 4]
+    assert decoded.take(np.array([3, 1])).rows() == [
         TubeMessage(14, b"fourth", None, 4),
         TubeMessage(12, b"second", "k=v", 1),
     ]
     assert decoded.head(1).rows() == [TubeMessage(11, b"first", None, 0)]
-    assert messages.TubeMessages.of(decoded.rows()) == decoded
+    rebuilt = messages.TubeMessages.of(decoded.rows())
+    assert rebuilt.rows() == decoded.rows()
+    assert (rebuilt.texts, rebuilt.codes.tolist()) == ([None, "k=v"], [0, 1, 0, 0])
+
+
+def test_repeated_attribute_strings_are_kept_once() -> None:
+    typed = [messages.encode_payload(b"v", f"$msgType$=t{i % 2}") for i in range(4)]
+    response = many(
+        *((40 + i, data, flag, None) for i, (data, flag) in enumerate(typed)),
+        (44, bytes(4) + b"w", 1, None),
+        (45, b"x", 0, None),
+    )
+    decoded = messages.decode_messages(response)
+    assert decoded.texts == [None, "$msgType$=t0", "$msgType$=t1"]
+    assert decoded.codes.tolist() == [1, 2, 1, 2, 0, 0]
+    assert strings(decoded.values) == [b"v", b"v", b"v", b"v", b"w", b"x"]
 
 
 def test_a_bad_checksum_in_a_reply_names_its_message() -> None:
@@ -238,7 +254,36 @@ def test_a_bad_checksum_in_a_reply_names_its_message() -> None:
         ChecksumMismatchError, match="message 22: checksum 5 does not match the payload's"
     ):
         messages.decode_messages(response)
-    assert messages.decode_messages(response, verify=False).values == [b"fine", b"bad", b"fine too"]
+    assert strings(messages.decode_messages(response, verify=False).values) == [
+        b"fine",
+        b"bad",
+        b"fine too",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (
+            [(41, b"fine", 0), (42, bytes.fromhex("00000009") + b"ab", 1), (43, b"ab", 1)],
+            "message 42: attribute length 9 does not fit in the 2 bytes after it",
+        ),
+        (
+            [(51, b"ab", 1), (52, bytes.fromhex("00000009") + b"ab", 1)],
+            "message 51: 2 bytes cannot hold an attribute length",
+        ),
+        (
+            [(61, bytes.fromhex("00000001") + b"k", 1), (62, bytes.fromhex("00000001ff"), 1)],
+            "message 62: attributes are not UTF-8",
+        ),
+    ],
+)
+def test_the_first_corrupt_payload_of_a_reply_is_named(
+    entries: list[tuple[int, bytes, int]], message: str
+) -> None:
+    response = many(*((message_id, data, flag, None) for message_id, data, flag in entries))
+    with pytest.raises(CorruptPayloadError, match=f"^{message}$"):
+        messages.decode_messages(response)
 
 
 def test_a_corrupt_attribute_length_in_a_reply_names_its_message() -> None:
@@ -248,12 +293,10 @@ def test_a_corrupt_attribute_length_in_a_reply_names_its_message() -> None:
 
 
 def test_only_the_wanted_types_are_kept() -> None:
-    columns = messages.TubeMessages(
-        [1, 2, 3, 4, 5],
-        [b"1", b"2", b"3", b"4", b"5"],
-        ["$msgType$=Aa,k=v", "$msgType$=BB", None, "$msgType$=Aa,k=v", "k=Aa"],
-        [1, 1, 0, 1, 1],
+    texts = ["$msgType$=Aa,k=v", "$msgType$=BB", None, "$msgType$=Aa,k=v", "k=Aa"]
+    columns = messages.TubeMessages.of(
+        [TubeMessage(i + 1, b"%d" % (i + 1), text, 1) for i, text in enumerate(texts)]
     )
-    assert messages.of_types(columns, ("Aa",)) == [0, 3]
-    assert messages.of_types(columns, ("Aa", "BB")) == [0, 1, 3]
-    assert messages.of_types(columns, ("C",)) == []
+    assert messages.of_types(columns, ("Aa",)).tolist() == [0, 3]
+    assert messages.of_types(columns, ("Aa", "BB")).tolist() == [0, 1, 3]
+    assert messages.of_types(columns, ("C",)).tolist() == []

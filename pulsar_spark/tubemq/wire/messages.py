@@ -30,9 +30,12 @@ import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from pulsar_spark.common.spans import IndexArray, Int64Array, Spans
 from pulsar_spark.errors import ChecksumMismatchError, CorruptPayloadError, LocalProtocolError
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.reply_scan import ScannedMessages
@@ -66,49 +69,79 @@ def checksum(payload: bytes | memoryview) -> int:
     return zlib.crc32(payload) & _CHECKSUM_MASK
 
 
+def checksums(data: bytes | memoryview, starts: Int64Array, ends: Int64Array) -> Int64Array:
+    """:func:`checksum` of each payload ``data[starts[i]:ends[i]]``."""
+    bounds = zip(starts.tolist(), ends.tolist(), strict=True)
+    return np.array([zlib.crc32(data[a:b]) for a, b in bounds], dtype=np.int64) & _CHECKSUM_MASK
+
+
 @dataclass(frozen=True, slots=True)
 class TubeMessages:
-    """The messages of one GetMessage reply as columns: message i is ``ids[i]``,
-    ``values[i]``, ``attributes[i]`` and ``flags[i]``."""
+    """The messages of one GetMessage reply as columns: message i is ``ids[i]``, the value
+    ``values[i]`` (a slice of the bytes it was read from), the attribute string
+    ``texts[codes[i]]`` and ``flags[i]``.
+
+    Producers set the same few attribute strings again and again, so each distinct one is
+    kept once: ``texts`` holds them in the order first seen, None (no attributes) first.
+    """
 
     ids: list[int]
-    values: list[bytes]
-    attributes: list[str | None]
+    values: Spans
+    texts: list[str | None]
+    codes: npt.NDArray[np.int32]
     flags: list[int]
 
     @classmethod
     def of(cls, messages: Sequence[TubeMessage]) -> TubeMessages:
         """The columns of ``messages``."""
+        texts = list(dict.fromkeys([None, *(m.attributes for m in messages)]))
+        code = {text: i for i, text in enumerate(texts)}
         return cls(
             [m.message_id for m in messages],
-            [m.value for m in messages],
-            [m.attributes for m in messages],
+            Spans.of([m.value for m in messages]),
+            texts,
+            np.array([code[m.attributes] for m in messages], dtype=np.int32),
             [m.flag for m in messages],
         )
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def take(self, indexes: Sequence[int]) -> TubeMessages:
-        """The messages at ``indexes``, in that order."""
+    @property
+    def attributes(self) -> list[str | None]:
+        """Each message's attribute string."""
+        return [self.texts[code] for code in self.codes.tolist()]
+
+    def take(self, rows: IndexArray) -> TubeMessages:
+        """The messages at ``rows``, in that order."""
+        indexes = rows.tolist()
         return TubeMessages(
             [self.ids[i] for i in indexes],
-            [self.values[i] for i in indexes],
-            [self.attributes[i] for i in indexes],
+            self.values.take(rows),
+            self.texts,
+            self.codes[rows],
             [self.flags[i] for i in indexes],
         )
 
     def head(self, count: int) -> TubeMessages:
         """The first ``count`` messages."""
         return TubeMessages(
-            self.ids[:count], self.values[:count], self.attributes[:count], self.flags[:count]
+            self.ids[:count],
+            self.values.slice(0, count),
+            self.texts,
+            self.codes[:count],
+            self.flags[:count],
         )
 
     def rows(self) -> list[TubeMessage]:
         """One :class:`TubeMessage` per message."""
+        values = self.values
+        spans = zip(values.starts.tolist(), values.lengths.tolist(), strict=True)
         return [
-            TubeMessage(*fields)
-            for fields in zip(self.ids, self.values, self.attributes, self.flags, strict=True)
+            TubeMessage(message_id, values.buffer[start : start + size], attributes, flag)
+            for message_id, (start, size), attributes, flag in zip(
+                self.ids, spans, self.attributes, self.flags, strict=True
+            )
         ]
 
 
@@ -138,9 +171,7 @@ def decode_messages(
     """Every message of a parsed GetMessage reply, in order, as columns, each checked against
     its checksum (unless not ``verify``) and split into value and attributes.
 
-    A field at a time: the checksums of the whole reply are compared as one list, and only
-    messages flagged with attributes are split. Reads take the faster way in
-    :func:`decode_scanned` wherever the reply allows it.
+    Reads take the faster way in :func:`decode_scanned` wherever the reply allows it.
     """
     ids: list[int] = []
     payloads: list[bytes] = []
@@ -155,33 +186,87 @@ def decode_messages(
     if verify and [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
         for args in zip(ids, payloads, sums, strict=True):
             _verify(*args)
-    flagged = [i for i, flag in enumerate(flags) if flag & FLAG_HAS_ATTRIBUTES]
-    return _split_all(ids, payloads, flags, flagged)
+    laid = Spans.of(payloads)
+    ends = laid.starts + laid.lengths
+    return _columns(laid.buffer, ids, laid.starts, ends, np.array(flags, dtype=np.int64))
 
 
 def decode_scanned(data: bytes, scanned: ScannedMessages) -> TubeMessages | None:
     """:func:`decode_messages` for the messages :func:`~.reply_scan.scan_messages` found in
-    the serialized reply ``data``, without a Python object per message until the values
-    themselves; None when a checksum does not match (:func:`decode_messages` then says
+    the serialized reply ``data``, without a Python object per message but each payload for
+    its checksum; None when a checksum does not match (:func:`decode_messages` then says
     which)."""
-    values = [data[a:b] for a, b in zip(scanned.starts, scanned.ends, strict=True)]
-    sums = np.fromiter(map(zlib.crc32, values), np.uint64, len(values))
-    if not np.array_equal(sums & _CHECKSUM_MASK, scanned.checksums):
+    starts, ends = scanned.starts, scanned.ends
+    if not np.array_equal(checksums(data, starts, ends), scanned.checksums):
         return None
-    flagged = np.flatnonzero(scanned.flags & FLAG_HAS_ATTRIBUTES).tolist()
-    return _split_all(scanned.ids, values, scanned.flags.tolist(), flagged)
+    return _columns(data, scanned.ids, starts, ends, scanned.flags)
 
 
-def _split_all(
-    ids: list[int], payloads: list[bytes], flags: list[int], flagged: list[int]
+def _columns(
+    data: bytes, ids: list[int], starts: Int64Array, ends: Int64Array, flags: npt.NDArray[Any]
 ) -> TubeMessages:
-    """The messages of ``payloads``, those at the indexes ``flagged`` (the ones flagged with
-    attributes) split."""
-    attributes: list[str | None] = [None] * len(ids)
-    values = list(payloads) if flagged else payloads
-    for i in flagged:
-        values[i], attributes[i] = _split(ids[i], payloads[i])
-    return TubeMessages(ids, values, attributes, flags)
+    """The messages whose payloads are ``data[starts[i]:ends[i]]``, those flagged with
+    attributes split into attribute string and value, all at once.
+
+    Raises CorruptPayloadError for the first flagged payload that cannot hold its attribute
+    length or attributes, or, when all can, for the first whose attributes are not UTF-8.
+    """
+    flagged = np.flatnonzero(flags & FLAG_HAS_ATTRIBUTES)
+    codes = np.zeros(len(ids), dtype=np.int32)
+    texts: list[str | None] = [None]
+    value_starts = starts
+    if flagged.size:
+        first = starts[flagged] + _LENGTH.size
+        sizes = _attribute_lengths(data, ids, flagged, first, ends[flagged])
+        raw = list(map(data.__getitem__, map(slice, first.tolist(), (first + sizes).tolist())))
+        texts, code = _texts(raw, [ids[i] for i in flagged.tolist()])
+        codes[flagged] = np.fromiter(map(code.__getitem__, raw), np.int32, len(raw))
+        value_starts = starts.copy()
+        value_starts[flagged] = first + sizes
+    return TubeMessages(
+        ids, Spans(data, value_starts, ends - value_starts), texts, codes, flags.tolist()
+    )
+
+
+def _attribute_lengths(
+    data: bytes, ids: list[int], flagged: IndexArray, first: Int64Array, ends: Int64Array
+) -> Int64Array:
+    """The attribute lengths (int32, big-endian) that end at ``first``, the messages at
+    ``flagged``; raises CorruptPayloadError for the first payload that cannot hold its
+    length or its attributes."""
+    room = ends - first
+    at = np.minimum(first[:, None] + np.arange(-_LENGTH.size, 0), len(data) - 1)
+    raw = np.frombuffer(data, dtype=np.uint8)[at]
+    sizes = np.ascontiguousarray(raw).view(">i4")[:, 0].astype(np.int64)
+    wrong = np.flatnonzero((room < 0) | (sizes < 0) | (sizes > room))
+    if not wrong.size:
+        return sizes
+    i = int(wrong[0])
+    if room[i] < 0:
+        problem = f"{int(room[i]) + _LENGTH.size} bytes cannot hold an attribute length"
+    else:
+        problem = (
+            f"attribute length {int(sizes[i])} does not fit in the {int(room[i])} bytes after it"
+        )
+    raise CorruptPayloadError(f"message {ids[flagged[i]]}: {problem}")
+
+
+def _texts(raw: list[bytes], ids: list[int]) -> tuple[list[str | None], dict[bytes, int]]:
+    """The distinct attribute strings of ``raw`` (the attributes of the messages ``ids``),
+    None first, and the index of each raw one among them. An empty one is None (no
+    attributes), as the Java reader has it."""
+    texts: list[str | None] = [None]
+    code: dict[bytes, int] = {}
+    for text in dict.fromkeys(raw):
+        try:
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message_id = ids[raw.index(text)]
+            raise CorruptPayloadError(f"message {message_id}: attributes are not UTF-8") from exc
+        code[text] = len(texts) if decoded else 0
+        if decoded:
+            texts.append(decoded)
+    return texts, code
 
 
 def _verify(message_id: int, payload: bytes, stored: int) -> None:
@@ -190,27 +275,6 @@ def _verify(message_id: int, payload: bytes, stored: int) -> None:
             f"message {message_id}: checksum {stored} does not match the "
             f"payload's {checksum(payload)}"
         )
-
-
-def _split(message_id: int, payload: bytes) -> tuple[bytes, str | None]:
-    """The value and attribute string of a payload flagged with attributes."""
-    if len(payload) < _LENGTH.size:
-        raise CorruptPayloadError(
-            f"message {message_id}: {len(payload)} bytes cannot hold an attribute length"
-        )
-    (size,) = _LENGTH.unpack_from(payload)
-    end = _LENGTH.size + size
-    if size < 0 or end > len(payload):
-        raise CorruptPayloadError(
-            f"message {message_id}: attribute length {size} does not fit in the "
-            f"{len(payload) - _LENGTH.size} bytes after it"
-        )
-    try:
-        attributes = payload[_LENGTH.size : end].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptPayloadError(f"message {message_id}: attributes are not UTF-8") from exc
-    # The Java reader leaves the attributes unset (null) when their length is 0.
-    return payload[end:], attributes or None
 
 
 def parse_attributes(attributes: str | None) -> dict[str, str]:
@@ -228,14 +292,11 @@ def parse_attributes(attributes: str | None) -> dict[str, str]:
     return pairs
 
 
-def of_types(messages: TubeMessages, types: tuple[str, ...]) -> list[int]:
+def of_types(messages: TubeMessages, types: tuple[str, ...]) -> IndexArray:
     """The indexes of the messages whose ``$msgType$`` is one of ``types``; each distinct
     attribute string is parsed once."""
-    wanted = {
-        text: parse_attributes(text).get(MSG_TYPE_KEY) in types
-        for text in dict.fromkeys(messages.attributes)
-    }
-    return [i for i, text in enumerate(messages.attributes) if wanted[text]]
+    wanted = [parse_attributes(text).get(MSG_TYPE_KEY) in types for text in messages.texts]
+    return np.flatnonzero(np.array(wanted, dtype=np.bool_)[messages.codes])
 
 
 def format_attributes(

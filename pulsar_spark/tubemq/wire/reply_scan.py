@@ -58,8 +58,8 @@ class ScannedMessages:
     ids: list[int]
     checksums: npt.NDArray[np.uint64]
     flags: _U8
-    starts: list[int]
-    ends: list[int]
+    starts: _I64
+    ends: _I64
 
 
 def scan_messages(data: bytes) -> ScannedMessages | None:
@@ -150,6 +150,4 @@ def _fields(
     flags = buf[value_ends + 1]
     if not (buf[value_ends] == _FLAG).all() or not (flags < _MORE).all():
         return None
-    return ScannedMessages(
-        first, after, ids.tolist(), checksums, flags, starts.tolist(), value_ends.tolist()
-    )
+    return ScannedMessages(first, after, ids.tolist(), checksums, flags, starts, value_ends)

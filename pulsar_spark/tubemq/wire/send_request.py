@@ -46,7 +46,7 @@ from pulsar_spark.common.varints import encode_varint
 from pulsar_spark.tubemq.wire import rpc
 from pulsar_spark.tubemq.wire._generated import tubemq_broker_pb2 as broker_pb
 from pulsar_spark.tubemq.wire.framing import CHUNK_SIZE, FRAME_TOKEN, encode_frame
-from pulsar_spark.tubemq.wire.messages import checksum
+from pulsar_spark.tubemq.wire.messages import checksums
 
 SEND = rpc.CALLS[rpc.Method.SEND_MESSAGE]
 # Tags (field number << 3 | wire type) of the fields written here.
@@ -155,7 +155,8 @@ def _encode(  # noqa: PLR0917 (SendBatch.encode's parts)
     head = _heads(template.heads, slots)
     data_size = varints(sizes, _DATA)
     flag = varints(columns.flags, _FLAG)
-    crc = varints(_checksums(columns), _CHECKSUM)
+    offsets = columns.offsets
+    crc = varints(checksums(columns.data.data, offsets[:-1], offsets[1:]), _CHECKSUM)
     tail_sizes = columns.tails[1] if columns.tails is not None else 0
     request_sizes = (
         head.lengths + data_size.lengths + sizes + flag.lengths + crc.lengths + tail_sizes
@@ -206,15 +207,6 @@ def _frame_headers(serials: Sequence[int], chunk_sizes: Ints) -> Short:
     fields[:, 3] = chunk_sizes
     matrix = fields.view(np.uint8).reshape(len(serials), 16)
     return Short(matrix, np.full(len(serials), 16, dtype=np.int64))
-
-
-def _checksums(columns: SendColumns) -> Ints:
-    view = columns.data.data
-    bounds = columns.offsets.tolist()
-    return np.array(
-        [checksum(view[bounds[i] : bounds[i + 1]]) for i in range(len(bounds) - 1)],
-        dtype=np.int64,
-    )
 
 
 def _text(tag: bytes, text: str | None) -> bytes:
