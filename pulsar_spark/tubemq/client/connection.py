@@ -16,9 +16,10 @@ producer keeps several windows of messages in flight; a reply read before its ca
 it (while another call waits) is kept until then. :meth:`TubeMQConnection.submit_encoded`
 takes requests its caller frames itself (a window of SendMessage built with numpy), and
 :meth:`Submitted.acknowledgements` reads their replies many at a time
-(:mod:`pulsar_spark.tubemq.wire.send_acks`), waiting a millisecond for more when a read finds
-only a few. A reader sends its next GetMessage before it uses the reply in hand, and takes
-that one with :meth:`Submitted.messages`.
+(:mod:`pulsar_spark.tubemq.wire.send_acks`): when it has to read again after a read that
+emptied the socket, it first waits a few milliseconds, so that the next read takes hundreds.
+A reader sends its next GetMessage before it uses the reply in hand, and takes that one with
+:meth:`Submitted.messages`.
 
 With :class:`TubeMQSecurity` the connection runs TLS (through
 :class:`~pulsar_spark.common.tls.TlsChannel`, the Pulsar connections' record layer) and signs
@@ -33,7 +34,6 @@ A reply whose ``errCode`` is not 200 raises its
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import socket
 import threading
@@ -62,9 +62,10 @@ from pulsar_spark.tubemq.wire.send_request import SEND
 R = TypeVar("R", bound=Message)
 
 _READ_SIZE = 64 * 1024
-# A read of acknowledgements shorter than this waits _ACK_PAUSE seconds for more (see _more).
-_ACK_BYTES = 16 * 1024
-_ACK_PAUSE = 0.001
+# Before it reads acknowledgements again, a connection whose last read emptied the socket waits
+# this long for more, so that each read (and scan) takes hundreds of them, not a few (a scan
+# of 50 costs about what one of 1,000 does).
+_ACK_PAUSE = 0.004
 _TLS_PORT_HINT = "with tlsEnable, master.addresses names the masters' TLS ports (tlsPort)"
 
 
@@ -145,12 +146,14 @@ class TubeMQConnection:
                 self._sock.close()
                 raise
         self._decoder = FrameDecoder()
-        self._serial = itertools.count(1)
+        self._serials_used = 0
         self._lock = threading.Lock()
         self._closed = False
         # serial numbers sent and not yet collected, and the frames of those that arrived
         self._pending: set[int] = set()
         self._arrived: dict[int, Frame | Ack] = {}
+        # the last read took every byte there was (see _ACK_PAUSE)
+        self._emptied = False
 
     def __enter__(self) -> TubeMQConnection:
         return self
@@ -255,8 +258,10 @@ class TubeMQConnection:
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError(f"connection to {self.address} is closed")
-            # positive int32 serial numbers, wrapping
-            serials = [next(self._serial) % (1 << 31) for _ in calls]
+            # positive int32 serial numbers from 1, wrapping
+            first = self._serials_used + 1
+            self._serials_used += len(calls)
+            serials = [serial_no % (1 << 31) for serial_no in range(first, first + len(calls))]
             try:
                 self._send(frames(serials, int(timeout * 1000)), timeout)
             except PulsarSparkError:
@@ -326,11 +331,11 @@ class TubeMQConnection:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeoutError(f"no reply to call {serial_no} from {self.address}")
-        self._sock.settimeout(remaining)
+        if acks and self._emptied:
+            time.sleep(min(_ACK_PAUSE, remaining))
+        self._sock.settimeout(max(deadline - time.monotonic(), _ACK_PAUSE))
         try:
             data = self._sock.recv(_READ_SIZE)
-            if acks and 0 < len(data) < _ACK_BYTES:
-                data += self._more()
         except TimeoutError as exc:
             raise RequestTimeoutError(f"no reply to call {serial_no} from {self.address}") from exc
         except OSError as exc:
@@ -338,6 +343,7 @@ class TubeMQConnection:
         if not data:
             self._decoder.eof()
             raise ConnectionClosedError(f"{self.address} closed the connection")
+        self._emptied = len(data) < _READ_SIZE
         if self._tls is not None:
             data = self._tls.decrypt(data)
         if not acks:
@@ -345,22 +351,3 @@ class TubeMQConnection:
         scanned, frames = self._decoder.feed_scanned(data, scan_acks)
         self._arrived.update(scanned)
         return frames
-
-    def _more(self) -> bytes:
-        """What arrives within :data:`_ACK_PAUSE`, up to :data:`_READ_SIZE` bytes: a read that
-        found a few acknowledgements waits that long for more, so that they are scanned many
-        at a time (a scan of 50 costs about what one of 1,000 does)."""
-        time.sleep(_ACK_PAUSE)
-        self._sock.settimeout(0.0)  # only what is there: the next read sets its own timeout
-        more = []
-        size = 0
-        while size < _READ_SIZE:
-            try:
-                data = self._sock.recv(_READ_SIZE - size)
-            except BlockingIOError:
-                break
-            if not data:
-                break  # closed: the next read says so
-            more.append(data)
-            size += len(data)
-        return b"".join(more)

@@ -199,7 +199,10 @@ class TubeMQProducer:
         for broker_id in dict.fromkeys(brokers.tolist()):
             taken = rows[brokers == broker_id]
             slots = sending.slots[taken]
-            batch = SendBatch(self._template, slots, sending.columns.take(taken))
+            # the whole window to one broker: its columns as they are
+            whole = len(taken) == len(sending.columns)
+            columns = sending.columns if whole else sending.columns.take(taken)
+            batch = SendBatch(self._template, slots, columns)
             connection = self._connection(self.partitions[int(slots[0])])
             submitted = connection.submit_encoded(
                 SEND,
