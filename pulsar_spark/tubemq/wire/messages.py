@@ -183,11 +183,11 @@ def decode_messages(
         payloads.append(stored.payLoadData)
         flags.append(stored.flag)
         sums.append(stored.checkSum)
-    if verify and [zlib.crc32(p) & _CHECKSUM_MASK for p in payloads] != sums:
-        for args in zip(ids, payloads, sums, strict=True):
-            _verify(*args)
     laid = Spans.of(payloads)
     ends = laid.starts + laid.lengths
+    if verify and checksums(laid.buffer, laid.starts, ends).tolist() != sums:
+        for args in zip(ids, payloads, sums, strict=True):
+            _verify(*args)
     return _columns(laid.buffer, ids, laid.starts, ends, np.array(flags, dtype=np.int64))
 
 
@@ -219,7 +219,7 @@ def _columns(
         first = starts[flagged] + _LENGTH.size
         sizes = _attribute_lengths(data, ids, flagged, first, ends[flagged])
         raw = list(map(data.__getitem__, map(slice, first.tolist(), (first + sizes).tolist())))
-        texts, code = _texts(raw, [ids[i] for i in flagged.tolist()])
+        texts, code = _texts(raw, ids, flagged)
         codes[flagged] = np.fromiter(map(code.__getitem__, raw), np.int32, len(raw))
         value_starts = starts.copy()
         value_starts[flagged] = first + sizes
@@ -251,17 +251,19 @@ def _attribute_lengths(
     raise CorruptPayloadError(f"message {ids[flagged[i]]}: {problem}")
 
 
-def _texts(raw: list[bytes], ids: list[int]) -> tuple[list[str | None], dict[bytes, int]]:
-    """The distinct attribute strings of ``raw`` (the attributes of the messages ``ids``),
-    None first, and the index of each raw one among them. An empty one is None (no
-    attributes), as the Java reader has it."""
+def _texts(
+    raw: list[bytes], ids: list[int], flagged: IndexArray
+) -> tuple[list[str | None], dict[bytes, int]]:
+    """The distinct attribute strings of ``raw`` (the attributes of the messages at
+    ``flagged``), None first, and the index of each raw one among them. An empty one is None
+    (no attributes), as the Java reader has it."""
     texts: list[str | None] = [None]
     code: dict[bytes, int] = {}
     for text in dict.fromkeys(raw):
         try:
             decoded = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            message_id = ids[raw.index(text)]
+            message_id = ids[flagged[raw.index(text)]]
             raise CorruptPayloadError(f"message {message_id}: attributes are not UTF-8") from exc
         code[text] = len(texts) if decoded else 0
         if decoded:
